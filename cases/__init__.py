@@ -1,0 +1,46 @@
+"""Test-case definitions: one sub-package per case, loaded by the configuration's case name.
+
+A case package (e.g. :mod:`cases.mountainwave3d`) provides its ``Parameters`` model, mesh
+builder, background/reference/initial states, sponge and boundary tags.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+from dycore.errors import ConfigError
+
+__all__ = ["available_cases", "load_case"]
+
+
+def available_cases() -> list[str]:
+    """Sorted names of the case packages found in this folder (list of str)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def load_case(name: str) -> ModuleType:
+    """Import and return the case module ``cases.<name>``.
+
+    Parameters
+    ----------
+    name : str
+        Case name, e.g. ``"mountainwave3d"``.
+
+    Returns
+    -------
+    module
+        The imported case package.
+
+    Raises
+    ------
+    ConfigError
+        If ``name`` is not a string or not one of :func:`available_cases` (the message lists
+        them). Import errors inside an existing case propagate unchanged.
+    """
+    available = available_cases()
+    if not isinstance(name, str) or name not in available:
+        raise ConfigError(
+            f"unknown case {name!r}; available cases: {', '.join(available) or '(none)'}"
+        )
+    return importlib.import_module(f"{__name__}.{name}")

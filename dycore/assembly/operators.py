@@ -1,0 +1,161 @@
+"""Mesh-only operators, built once per run: lumped mass, C, CMC, K_p, KMK, Dirichlet positions.
+
+DESIGN.md §3: C_ij,d = −∫∂_dψᵢφⱼ + ∫_Γ ψᵢφⱼn_d on the faces that are NOT no-normal-flow (here the
+lateral, Dirichlet faces — the omission on ground and lid is the weak no-normal-flow condition).
+With that boundary term ``C u`` is the weak divergence of the full velocity (Dirichlet values
+included), so the continuity right-hand side ct_rhs is zero. CMC = C M_L⁻¹ Cᵀ with M_L⁻¹ set to
+zero at Dirichlet velocity nodes (the correction never moves them); KMK = K_p diag(1/M_Lᵖ) K_p.
+The pressure matrix CMC + s·KMK (s = physics.stabilisation) is pinned at one node (pressure is
+defined up to a constant) and is constant in time, so its AMG hierarchy is built once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from dycore.errors import MeshError
+
+__all__ = ["MeshOperators", "build_mesh_operators", "csr_positions"]
+
+
+def csr_positions(sparsity, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Positions in ``values`` of entries (rows[k], cols[k]) of the first-order pattern.
+
+    Raises
+    ------
+    MeshError if an entry is not in the pattern (the pair shares no element).
+    """
+    n = sparsity.n
+    keys = sparsity.row_of.astype(np.int64) * n + sparsity.indices
+    want = np.asarray(rows, np.int64) * n + np.asarray(cols, np.int64)
+    pos = np.searchsorted(keys, want)
+    if np.any(pos >= keys.size) or np.any(keys[np.minimum(pos, keys.size - 1)] != want):
+        raise MeshError("boundary face nodes are not coupled in the element pattern")
+    return pos
+
+
+@dataclass
+class MeshOperators:
+    """Operators that depend only on the mesh (arrays live on the backend).
+
+    Attributes
+    ----------
+    ml : (n,) lumped mass [m³]; ml_inv_u : (n,3) 1/M_L, zero at Dirichlet velocity nodes
+    C, CT : sparse (n,3n) and (3n,n) divergence matrix and its transpose [m²]
+    kmk : sparse (n,n) s·KMK [m]; pressure : sparse (n,n) CMC + s·KMK, pinned [m]
+    pressure_host : SciPy CSR copy of ``pressure`` (host solver / AMG set-up)
+    pin : int — pinned pressure node
+    dir_nodes : (nd,) Dirichlet nodes; dir_row_pos : positions of all nonzeros in Dirichlet
+        rows; dir_diag_pos : (nd,) positions of their diagonal entries
+    detj_min : float — smallest element det J (checked > 0)
+    """
+
+    ml: object
+    ml_inv_u: object
+    C: object
+    CT: object
+    kmk: object
+    pressure: object
+    pressure_host: sp.csr_matrix
+    pin: int
+    dir_nodes: object
+    dir_row_pos: object
+    dir_diag_pos: object
+    detj_min: float
+
+
+def _lateral_face_mass(mesh, sparsity, tags) -> np.ndarray:
+    """∫_Γ ψᵢφⱼ n_d over faces with the given tags, as (nnz,3) additions to C."""
+    sel = np.isin(mesh.face_tags, np.asarray(tags))
+    faces = mesh.faces[sel].astype(np.int64)
+    x = mesh.coords[faces]                                     # (nf,3,3)
+    cross = np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0])     # outward, |cross| = 2·area
+    area_n = 0.5 * cross                                       # area · n
+    out = np.zeros((sparsity.nnz, 3))
+    for a in range(3):
+        for b in range(3):
+            w = (2.0 if a == b else 1.0) / 12.0                # ∫ψaψb = A(1+δ)/12
+            pos = csr_positions(sparsity, faces[:, a], faces[:, b])
+            np.add.at(out, pos, w * area_n)
+    return out
+
+
+def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, stabilisation,
+                         timers) -> MeshOperators:
+    """Assemble every mesh-only operator once (DESIGN.md §3, §6).
+
+    Parameters
+    ----------
+    mesh : Mesh; backend : CPU/GPU backend; assembler : that backend's assembler
+    sparsity : Sparsity (host arrays); dirichlet_tags : face tags with strong Dirichlet velocity
+    stabilisation : float — scale s of KMK (1 = DESIGN.md's K_e = ½∫∇ψᵀh̄∇ψ)
+
+    Raises
+    ------
+    MeshError naming the first element with det J <= 0 or a singular edge-length system.
+    """
+    xp, n = backend.xp, mesh.nnodes
+    ml = backend.to_host(assembler.lumped_mass())
+    c_vol, detj = assembler.divergence()
+    c_vol, detj = backend.to_host(c_vol), backend.to_host(detj)
+    bad = np.flatnonzero(~(detj > 0.0))
+    if bad.size:
+        e = int(bad[0])
+        raise MeshError(f"element {e} has det J = {detj[e]:.3e} (nodes {mesh.tets[e].tolist()}, "
+                        f"coordinates {mesh.coords[mesh.tets[e]].tolist()})")
+    kp, status = assembler.stabilisation()
+    kp, status = backend.to_host(kp), backend.to_host(status)
+    bad = np.flatnonzero(status != 0)
+    if bad.size:
+        raise MeshError(f"element {int(bad[0])}: singular edge-length system in get_edge_lengths")
+
+    with timers("assemble CMC + KMK (host, once)"):
+        c_vals = c_vol + _lateral_face_mass(mesh, sparsity, dirichlet_tags)
+        cols = (3 * sparsity.indices[:, None].astype(np.int64) + np.arange(3)).ravel()
+        C = sp.csr_matrix((c_vals.ravel(), cols, 3 * sparsity.indptr.astype(np.int64)),
+                          shape=(n, 3 * n))
+        dir_nodes = np.unique(mesh.faces[np.isin(mesh.face_tags, np.asarray(dirichlet_tags))])
+        ml_inv_u = np.repeat((1.0 / ml)[:, None], 3, axis=1)
+        ml_inv_u[dir_nodes] = 0.0
+        cmc = (C @ sp.diags(ml_inv_u.ravel()) @ C.T).tocsr()
+        Kp = sp.csr_matrix((kp, sparsity.indices, sparsity.indptr), shape=(n, n))
+        kmk = (stabilisation * (Kp @ sp.diags(1.0 / ml) @ Kp)).tocsr()
+        pressure = (cmc + kmk).tocsr()
+        pressure.sort_indices()
+        pin = int(np.argmax(mesh.coords[:, 2]))                 # a node on the lid
+        pressure = _pin(pressure, pin)
+
+    in_dir = np.zeros(n, bool)
+    in_dir[dir_nodes] = True
+    dir_row_pos = np.flatnonzero(in_dir[sparsity.row_of])
+    dir_diag_pos = csr_positions(sparsity, dir_nodes, dir_nodes)
+    CT = C.T.tocsr()
+    return MeshOperators(
+        ml=backend.to_device(ml), ml_inv_u=backend.to_device(ml_inv_u),
+        C=backend.csr(*_csr_parts(C), C.shape), CT=backend.csr(*_csr_parts(CT), CT.shape),
+        kmk=backend.csr(*_csr_parts(kmk), kmk.shape),
+        pressure=backend.csr(*_csr_parts(pressure), pressure.shape), pressure_host=pressure,
+        pin=pin, dir_nodes=backend.to_device(dir_nodes.astype(np.int64)),
+        dir_row_pos=backend.to_device(dir_row_pos.astype(np.int64)),
+        dir_diag_pos=backend.to_device(dir_diag_pos.astype(np.int64)),
+        detj_min=float(detj.min()))
+
+
+def _csr_parts(a: sp.csr_matrix):
+    a = a.tocsr()
+    a.sort_indices()
+    return a.data.copy(), a.indices.astype(np.int32), a.indptr.astype(np.int32)
+
+
+def _pin(a: sp.csr_matrix, node: int) -> sp.csr_matrix:
+    """Replace row and column ``node`` of a by the identity (the pinned pressure value is 0)."""
+    keep = np.ones(a.shape[0])
+    keep[node] = 0.0
+    d = sp.diags(keep)
+    e = sp.csr_matrix(([1.0], ([node], [node])), shape=a.shape)
+    out = (d @ a @ d + e).tocsr()
+    out.eliminate_zeros()
+    out.sort_indices()
+    return out

@@ -1,0 +1,53 @@
+"""Backends are values chosen once from the configuration (DESIGN.md §6): ``cpu``, ``gpu``, ``auto``.
+
+Only :func:`select_backend` imports the GPU module, lazily, so CPU-only machines never touch CUDA.
+"""
+from __future__ import annotations
+
+import logging
+
+from dycore.errors import BackendUnavailableError, ConfigError
+
+__all__ = ["select_backend", "gpu_usable"]
+
+log = logging.getLogger("dycore")
+
+
+def gpu_usable() -> tuple[bool, str]:
+    """(True, device name) when numba-cuda sees a GPU (or the simulator) and CuPy imports."""
+    try:
+        from numba import cuda
+        if not cuda.is_available():
+            return False, "numba-cuda finds no CUDA device"
+        if cuda.simulator_enabled if hasattr(cuda, "simulator_enabled") else False:
+            return True, "CUDA simulator"
+        return True, cuda.get_current_device().name.decode() if hasattr(
+            cuda.get_current_device().name, "decode") else str(cuda.get_current_device().name)
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        return False, f"CUDA not usable: {exc}"
+
+
+def select_backend(cfg):
+    """Build the backend named by ``cfg`` (a BackendConfig).
+
+    Raises
+    ------
+    BackendUnavailableError when ``gpu`` is asked for and no GPU is usable.
+    ConfigError for an unknown name.
+    """
+    name = cfg.name
+    if name == "auto":
+        ok, why = gpu_usable()
+        name = "gpu" if ok else "cpu"
+        log.info("backend auto -> %s (%s)", name, why)
+    if name == "cpu":
+        from dycore.backend.cpu import CPUBackend
+        return CPUBackend(threads=cfg.threads)
+    if name == "gpu":
+        ok, why = gpu_usable()
+        if not ok:
+            raise BackendUnavailableError(f"backend.name: gpu requested but {why}")
+        from dycore.backend.gpu import GPUBackend
+        return GPUBackend(solver_mode=cfg.solver_mode, assembly=cfg.assembly, strict=cfg.strict,
+                          threads=cfg.threads)
+    raise ConfigError(f"backend.name: unknown backend '{name}' (expected cpu, gpu or auto)")

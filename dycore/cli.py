@@ -1,0 +1,181 @@
+"""The ``dycore`` command line: ``dycore run | plot | config``.
+
+Each subcommand is one ``_add_<name>(subparsers)`` function that defines its arguments and sets
+its handler; :data:`_COMMANDS` lists them, so a new subcommand (``validate``, ``bench``) is one
+function plus one entry. Every :class:`~dycore.errors.DycoreError` is reported as
+``dycore: error: <message>`` on stderr (one line per line of the message, e.g. one per invalid
+configuration key), without a traceback; exit status 2 for configuration errors, 1 for others.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dycore import __version__
+from dycore.errors import ConfigError, DycoreError
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------------- run
+def _add_run(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run a simulation from a YAML configuration",
+        description="Run the case of CONFIG and write its netCDF output; print the stage-timer "
+                    "table and the output path at the end. Options override the file.")
+    parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
+    parser.add_argument("--steps", type=_positive_int, metavar="N",
+                        help="stop after N time steps (default: run to time.t_end)")
+    parser.add_argument("--t-end", type=_positive_float, metavar="SECONDS",
+                        help="override time.t_end [s]")
+    parser.add_argument("--output", metavar="FILE",
+                        help="override output.path ({case} and {config} placeholders allowed)")
+    parser.add_argument("--backend", choices=("cpu", "gpu", "auto"), help="override backend.name")
+    parser.add_argument("--solver-mode", choices=("host", "device"),
+                        help="override backend.solver_mode")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=_cmd_run)
+
+
+def _run_overrides(args: argparse.Namespace) -> dict:
+    """The nested configuration overrides given on the command line."""
+    overrides: dict = {}
+    if args.t_end is not None:
+        overrides.setdefault("time", {})["t_end"] = args.t_end
+    if args.output is not None:
+        overrides.setdefault("output", {})["path"] = args.output
+    if args.no_progress:
+        overrides.setdefault("output", {})["progress"] = False
+    if args.backend is not None:
+        overrides.setdefault("backend", {})["name"] = args.backend
+    if args.solver_mode is not None:
+        overrides.setdefault("backend", {})["solver_mode"] = args.solver_mode
+    return overrides
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from dycore.config import load_config
+    from dycore.timestepping.simulation import run_from_config
+
+    config = load_config(args.config, _run_overrides(args))
+    summary = run_from_config(config, max_steps=args.steps)
+    print(summary.timers_table)
+    print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time")
+    print(f"output: {summary.output_path}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------- plot
+def _add_plot(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "plot", help="plot w at the last snapshot of an output file",
+        description="Plot the vertical velocity w at the last snapshot of FILE on the vertical "
+                    "plane y = 0 and on the horizontal plane z = Z-LEVEL.")
+    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
+    parser.add_argument("--png", type=Path, metavar="OUT",
+                        help="image to write (default: FILE's stem + '_w.png' beside FILE)")
+    parser.add_argument("--z-level", type=float, default=3000.0, metavar="M",
+                        help="height of the horizontal section [m] (default: 3000)")
+    parser.set_defaults(handler=_cmd_plot)
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from dycore.io.plot import plot_w
+
+    print(plot_w(args.file, args.png, z_level=args.z_level))
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------------------- config
+def _add_config(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "config", help="print a resolved configuration or the key reference",
+        description="Print CONFIG with every default filled in (all defaults without CONFIG), "
+                    "or with --reference the Markdown reference of every key.")
+    parser.add_argument("config", type=Path, nargs="?", metavar="CONFIG",
+                        help="YAML configuration file")
+    parser.add_argument("--reference", action="store_true",
+                        help="print the key reference (Markdown tables: key, type, default, "
+                             "unit, description)")
+    parser.set_defaults(handler=_cmd_config)
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from dycore.config import config_reference_markdown, default_config, load_config
+
+    if args.reference:
+        if args.config is not None:
+            raise ConfigError("give either CONFIG or --reference, not both")
+        print(config_reference_markdown(), end="")
+    elif args.config is not None:
+        print(load_config(args.config).resolved_yaml(), end="")
+    else:
+        print(default_config().resolved_yaml(), end="")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------- main
+#: subcommands, in the order ``dycore --help`` lists them
+_COMMANDS = (_add_run, _add_plot, _add_config)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dycore`` argument parser with every subcommand of :data:`_COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="dycore",
+        description="Continuous-Galerkin Boussinesq dynamical core: the mountainwave3D case on "
+                    "CPU (@njit) or GPU (@cuda.jit).",
+        epilog="examples:\n"
+               "  dycore run configs/mountainwave3d_small.yaml --steps 10\n"
+               "  dycore plot output/mountainwave3d_small.nc\n"
+               "  dycore config --reference",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"dycore {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add_command in _COMMANDS:
+        add_command(subparsers)
+    return parser
+
+
+def _report(message: str) -> None:
+    for line in str(message).splitlines() or [""]:
+        print(f"dycore: error: {line}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 ok, 1 error, 2 configuration error)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        _report(str(exc))
+        return EXIT_CONFIG_ERROR
+    except DycoreError as exc:
+        _report(str(exc))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        _report("interrupted")
+        return EXIT_INTERRUPTED

@@ -1,0 +1,593 @@
+"""The run configuration: typed, validated pydantic models of the YAML file (STYLE.md principle 8).
+
+A configuration file has seven sections, every key optional (the defaults below are the only place
+defaults live; ``dycore config --reference`` prints them as Markdown)::
+
+    case:     which test case and overrides of its own parameters
+    mesh:     terrain-following mesh size, grading and node numbering
+    physics:  Coriolis parameter, viscosities, diffusivities, pressure stabilisation (DESIGN.md §2-3)
+    time:     time step, end time, theta-scheme and Picard iteration (DESIGN.md §4)
+    solvers:  Krylov method, preconditioner and tolerances per linear system
+    backend:  cpu / gpu, host or device solvers, assembly mode, strict floating point
+    output:   netCDF path, snapshot interval, diagnostics cadence, progress bar
+
+Unknown keys are rejected at every level. :func:`load_config` turns every validation problem into
+one :class:`~dycore.errors.ConfigError` whose message has one line per problem::
+
+    configs/run.yaml: time.dt: expected greater than 0 (got -1.0)
+    configs/run.yaml: mesh.nxx: unknown key; expected one of nx, ny, nz, ... (got 48)
+"""
+from __future__ import annotations
+
+import re
+import string
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import annotated_types
+import yaml
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
+from pydantic_core import PydanticCustomError
+
+from dycore.errors import ConfigError
+
+__all__ = [
+    "CaseConfig", "MeshConfig", "PhysicsConfig", "TimeConfig", "LinearSolverConfig",
+    "SolversConfig", "BackendConfig", "OutputConfig", "Config",
+    "load_config", "default_config", "config_reference_markdown",
+]
+
+_CONFIG_ERROR = "config_value"          # pydantic error type carrying an explicit sub-key
+_CASE_PARAMETERS_ERROR = "case_parameters"  # pydantic error type carrying the case's own errors
+
+
+def _field(default: Any = ..., *, unit: str, description: str, **constraints: Any) -> Any:
+    """A pydantic ``Field`` with a default, a unit (shown in the key reference) and a description."""
+    if callable(default):  # a model class, ``dict`` or a lambda: called for every new instance
+        return Field(default_factory=default, description=description,
+                     json_schema_extra={"unit": unit}, **constraints)
+    return Field(default, description=description, json_schema_extra={"unit": unit}, **constraints)
+
+
+def _key_errors(*problems: tuple[str, str, Any]) -> PydanticCustomError:
+    """Errors on sub-keys of the model being validated (for cross-field validators).
+
+    Each problem is ``(key, what was expected, value)``; :func:`load_config` prints one line each.
+    """
+    summary = "; ".join(f"{key}: {message}" for key, message, _ in problems)
+    return PydanticCustomError(_CONFIG_ERROR, "{summary}",
+                               {"summary": summary, "problems": list(problems)})
+
+
+class _Section(BaseModel):
+    """Base of every configuration model: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# --------------------------------------------------------------------------------------- case
+class CaseConfig(_Section):
+    """Test case: which case module, and overrides of its own Parameters model."""
+
+    name: str = _field("mountainwave3d", unit="-",
+                       description="case module under cases/ (e.g. mountainwave3d)")
+    parameters: dict[str, Any] = _field(dict, unit="-",
+                                        description="overrides of the case's own Parameters model "
+                                                    "(keys and units: see the case's README)")
+
+    @model_validator(mode="after")
+    def _check_case(self) -> "CaseConfig":
+        from cases import load_case  # lazy: the case packages import physics code
+
+        try:
+            module = load_case(self.name)
+        except ConfigError as exc:
+            raise _key_errors(("name", str(exc), self.name)) from None
+        params_cls = getattr(module, "Parameters", None)
+        if params_cls is None:
+            if self.parameters:
+                raise _key_errors(("parameters", f"case {self.name!r} takes no parameters",
+                                   self.parameters))
+            return self
+        allowed = sorted(params_cls.model_fields)
+        errors = [{"type": "extra_forbidden", "loc": (key,), "msg": "unknown key",
+                   "input": value}
+                  for key, value in self.parameters.items() if key not in params_cls.model_fields]
+        try:
+            params_cls(**{key: value for key, value in self.parameters.items()
+                          if key in params_cls.model_fields})
+        except ValidationError as exc:
+            errors += exc.errors(include_url=False)
+        if errors:
+            raise PydanticCustomError(
+                _CASE_PARAMETERS_ERROR, "invalid parameters of case {case}",
+                {"case": self.name, "errors": errors, "allowed": allowed})
+        return self
+
+    def build_parameters(self) -> Any:
+        """The case's ``Parameters`` instance with the overrides of this section applied."""
+        from cases import load_case
+
+        return load_case(self.name).Parameters(**self.parameters)
+
+
+# --------------------------------------------------------------------------------------- mesh
+class MeshConfig(_Section):
+    """Terrain-following mesh: hexahedral cells (each split into 6 tetrahedra), grading, numbering."""
+
+    nx: int = _field(48, unit="cells", description="cells along x (streamwise)", ge=1)
+    ny: int = _field(48, unit="cells", description="cells along y (spanwise)", ge=1)
+    nz: int = _field(40, unit="cells", description="cells along z (vertical)", ge=1)
+    dx_min: float = _field(250.0, unit="m",
+                           description="horizontal spacing at the mountain (graded outwards)", gt=0)
+    dz_min: float = _field(50.0, unit="m",
+                           description="vertical spacing at the ground (graded upwards)", gt=0)
+    renumber: Literal["none", "rcm"] = _field("rcm", unit="-",
+                                              description="node renumbering: none or reverse "
+                                                          "Cuthill-McKee (bandwidth reduction)")
+    shuffle: bool = _field(False, unit="-",
+                           description="randomly permute nodes and elements (stress test of "
+                                       "assembly order)")
+    seed: int = _field(0, unit="-", description="random seed of the shuffle", ge=0)
+
+
+# ------------------------------------------------------------------------------------ physics
+class PhysicsConfig(_Section):
+    """Physical coefficients of DESIGN.md §2 and the P1-P1 pressure stabilisation of §3."""
+
+    coriolis_f: float = _field(0.0, unit="1/s", description="f-plane Coriolis parameter")
+    nu_h: float = _field(5.0, unit="m^2/s", description="horizontal momentum viscosity", ge=0)
+    nu_v: float = _field(1.0, unit="m^2/s", description="vertical momentum viscosity", ge=0)
+    kappa_h: float = _field(5.0, unit="m^2/s", description="horizontal diffusivity of theta'",
+                            ge=0)
+    kappa_v: float = _field(1.0, unit="m^2/s", description="vertical diffusivity of theta'", ge=0)
+    kappa_q_h: float = _field(5.0, unit="m^2/s",
+                              description="horizontal diffusivity of the moisture tracers", ge=0)
+    kappa_q_v: float = _field(1.0, unit="m^2/s",
+                              description="vertical diffusivity of the moisture tracers", ge=0)
+    stabilisation: float = _field(1.0, unit="1",
+                                  description="scale of the P1-P1 pressure stabilisation KMK "
+                                              "(0 switches it off)", ge=0)
+
+
+# --------------------------------------------------------------------------------------- time
+class TimeConfig(_Section):
+    """Time stepping: theta-scheme with a Picard iteration per step (DESIGN.md §4)."""
+
+    dt: float = _field(10.0, unit="s", description="time step", gt=0)
+    t_end: float = _field(3000.0, unit="s", description="end time of the run", gt=0)
+    theta: float = _field(0.5, unit="1",
+                          description="implicitness of the theta-scheme (0.5 Crank-Nicolson, "
+                                      "1 backward Euler)", ge=0.5, le=1.0)
+    nonlinear_iterations: int = _field(2, unit="1",
+                                       description="Picard iterations per time step", ge=1)
+    relaxation: float = _field(0.5, unit="1",
+                               description="theta_nl: advecting velocity = theta_nl*u + "
+                                           "(1-theta_nl)*u_old", ge=0.0, le=1.0)
+    picard_tolerance: float = _field(1e-10, unit="m/s",
+                                     description="stop the Picard loop early when the max-norm "
+                                                 "velocity change is below this", ge=0)
+
+    @model_validator(mode="after")
+    def _check_dt(self) -> "TimeConfig":
+        if self.dt > self.t_end:
+            raise _key_errors(("dt", f"expected at most t_end = {self.t_end:g} s", self.dt))
+        return self
+
+    @property
+    def n_steps(self) -> int:
+        """Number of time steps to reach ``t_end`` (the last step may overshoot by < dt)."""
+        ratio = self.t_end / self.dt
+        nearest = round(ratio)
+        return int(nearest) if abs(ratio - nearest) <= 1e-9 * ratio else int(ratio) + 1
+
+
+# ------------------------------------------------------------------------------------ solvers
+class LinearSolverConfig(_Section):
+    """One Krylov solve: method, preconditioner and stopping criteria."""
+
+    method: Literal["cg", "gmres", "bicgstab"] = _field(
+        "gmres", unit="-", description="Krylov method (cg only for the SPD pressure system)")
+    preconditioner: Literal["amg", "jacobi", "block_jacobi", "ilu", "none"] = _field(
+        "jacobi", unit="-", description="preconditioner (amg: pressure only)")
+    rtol: float = _field(1e-10, unit="1", description="relative residual tolerance", gt=0, lt=1)
+    atol: float = _field(0.0, unit="system units", description="absolute residual tolerance",
+                         ge=0)
+    max_iterations: int = _field(500, unit="iterations",
+                                 description="iteration limit (then SolverDivergedError)", ge=1)
+    restart: int = _field(30, unit="iterations", description="GMRES restart length", ge=1)
+
+
+_SOLVER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "pressure": {"method": "cg", "preconditioner": "amg", "rtol": 1e-10, "max_iterations": 500},
+    "momentum": {"method": "gmres", "preconditioner": "block_jacobi", "rtol": 1e-10,
+                 "max_iterations": 500},
+    "tracer": {"method": "gmres", "preconditioner": "jacobi", "rtol": 1e-10,
+               "max_iterations": 500},
+}
+
+
+def _solver_default(system: str):
+    return lambda: LinearSolverConfig(**_SOLVER_DEFAULTS[system])
+
+
+class SolversConfig(_Section):
+    """Linear solvers per system; keys left out keep the per-system defaults."""
+
+    pressure: LinearSolverConfig = _field(_solver_default("pressure"), unit="-",
+                                          description="(CMC + KMK) dp = r, SPD (DESIGN.md §4.5)")
+    momentum: LinearSolverConfig = _field(_solver_default("momentum"), unit="-",
+                                          description="big_m du = rhs, BCSR 3x3 blocks (§4.4)")
+    tracer: LinearSolverConfig = _field(_solver_default("tracer"), unit="-",
+                                        description="theta' and moisture tracers (§4.3)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_system_defaults(cls, data: Any) -> Any:
+        """A partial system section (e.g. only ``rtol``) keeps that system's other defaults."""
+        if isinstance(data, dict):
+            data = dict(data)
+            for system, defaults in _SOLVER_DEFAULTS.items():
+                if isinstance(data.get(system), dict):
+                    data[system] = {**defaults, **data[system]}
+        return data
+
+    @model_validator(mode="after")
+    def _check_methods(self) -> "SolversConfig":
+        problems = []
+        if self.pressure.method != "cg":
+            problems.append(("pressure.method", "expected 'cg' (the pressure system is SPD)",
+                             self.pressure.method))
+        for system in ("momentum", "tracer"):
+            solver = getattr(self, system)
+            if solver.preconditioner == "amg":
+                problems.append((f"{system}.preconditioner",
+                                 "expected one of jacobi, block_jacobi, ilu, none "
+                                 "(amg is for the pressure system only)", solver.preconditioner))
+        if problems:
+            raise _key_errors(*problems)
+        return self
+
+
+# ------------------------------------------------------------------------------------ backend
+class BackendConfig(_Section):
+    """Where the work runs: the backend value of STYLE.md principle 3 is built from this."""
+
+    name: Literal["cpu", "gpu", "auto"] = _field(
+        "cpu", unit="-", description="cpu (@njit), gpu (@cuda.jit), auto (gpu if available)")
+    solver_mode: Literal["host", "device"] = _field(
+        "host", unit="-", description="host: copy matrices to SciPy/PyAMG; device: CuPy solvers")
+    assembly: Literal["atomic", "deterministic"] = _field(
+        "atomic", unit="-", description="GPU scatter: atomic adds, or fixed-order gather "
+                                        "(bitwise reproducible)")
+    strict: bool = _field(False, unit="-",
+                          description="bitwise floating-point mode: no FMA contraction on the GPU")
+    threads: int = _field(0, unit="threads",
+                          description="CPU threads of @njit parallel loops (0 = all cores)", ge=0)
+
+
+# ------------------------------------------------------------------------------------- output
+_PATH_PLACEHOLDERS = ("case", "config")
+
+
+class OutputConfig(_Section):
+    """netCDF output (UGRID-1.0 snapshots + per-step diagnostics) and terminal progress."""
+
+    path: str = _field("output/{case}.nc", unit="-",
+                       description="netCDF file; {case} = case name, {config} = config file stem; "
+                                   "relative to the working directory")
+    output_interval: float = _field(300.0, unit="s", description="model time between snapshots",
+                                    gt=0)
+    diagnostics_every: int = _field(1, unit="steps",
+                                    description="write diagnostics every this many steps", ge=1)
+    progress: bool = _field(True, unit="-", description="show a progress bar on the terminal")
+
+    @field_validator("path")
+    @classmethod
+    def _check_placeholders(cls, value: str) -> str:
+        try:
+            names = [name for _, name, _, _ in string.Formatter().parse(value) if name is not None]
+        except ValueError as exc:
+            raise ValueError(f"a path with valid {{}} placeholders ({exc})") from None
+        bad = [name for name in names if name not in _PATH_PLACEHOLDERS]
+        if bad:
+            raise ValueError(f"placeholders only from {{case}}, {{config}}; unknown {{{bad[0]}}}")
+        if not value.strip():
+            raise ValueError("a non-empty path")
+        return value
+
+
+# ------------------------------------------------------------------------------------- config
+class Config(_Section):
+    """A complete run configuration (the resolved content of one YAML file)."""
+
+    case: CaseConfig = _field(CaseConfig, unit="-", description="test case")
+    mesh: MeshConfig = _field(MeshConfig, unit="-", description="mesh")
+    physics: PhysicsConfig = _field(PhysicsConfig, unit="-", description="physical coefficients")
+    time: TimeConfig = _field(TimeConfig, unit="-", description="time stepping")
+    solvers: SolversConfig = _field(SolversConfig, unit="-", description="linear solvers")
+    backend: BackendConfig = _field(BackendConfig, unit="-", description="hardware backend")
+    output: OutputConfig = _field(OutputConfig, unit="-", description="output")
+
+    _source_path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source_path(self) -> Path | None:
+        """The YAML file this configuration was loaded from (None when built in code)."""
+        return self._source_path
+
+    def output_path(self) -> Path:
+        """``output.path`` with ``{case}`` and ``{config}`` (file stem, else 'default') filled in."""
+        stem = self._source_path.stem if self._source_path is not None else "default"
+        return Path(self.output.path.format(case=self.case.name, config=stem))
+
+    def to_yaml(self) -> str:
+        """Every key of the configuration, defaults included, as YAML text (loads back equal)."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False,
+                              default_flow_style=False)
+
+    def resolved_yaml(self) -> str:
+        """:meth:`to_yaml` with a comment header naming the source file."""
+        source = str(self._source_path) if self._source_path is not None else "built-in defaults"
+        return f"# dycore resolved configuration (source: {source})\n{self.to_yaml()}"
+
+
+# -------------------------------------------------------------------------------- loading
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects a key given twice in one mapping."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep=False):
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, typing.Hashable) and key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"found duplicate key {key!r}", key_node.start_mark)
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_unique_mapping)
+
+
+def _deep_merge(base: dict, overrides: dict) -> dict:
+    """``base`` with ``overrides`` applied recursively (dicts merged, other values replaced)."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _allowed_keys(loc: tuple) -> list[str] | None:
+    """Field names of the model at ``loc`` (a key path into :class:`Config`), if it is a model."""
+    model: Any = Config
+    for part in loc:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        model = field.annotation
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return None
+
+
+def _expected(error: dict) -> str:
+    """The 'what was expected' part of one pydantic error, in config-file words."""
+    msg = error["msg"]
+    for prefix in ("Input should be ", "Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+            break
+    else:
+        return msg
+    return msg if prefix == "Value error, " and msg.startswith("expected") else "expected " + msg
+
+
+def _format_errors(exc: ValidationError, source: str) -> list[str]:
+    """One ``<file>: <dotted.key>: <expected> (got <value>)`` line per validation error."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(str(part) for part in error["loc"])
+        ctx = error.get("ctx") or {}
+        if error["type"] == _CASE_PARAMETERS_ERROR:
+            for sub in ctx["errors"]:
+                key = ".".join(loc + ("parameters",) + tuple(str(p) for p in sub["loc"]))
+                if sub["type"] == "extra_forbidden":
+                    what = (f"unknown parameter of case {ctx['case']}; expected one of "
+                            f"{', '.join(ctx['allowed'])}")
+                else:
+                    what = _expected(sub)
+                lines.append(f"{source}: {key}: {what} (got {_short_repr(sub['input'])})")
+            continue
+        if error["type"] == _CONFIG_ERROR:
+            for sub_key, message, value in ctx["problems"]:
+                key = ".".join(loc + (sub_key,))
+                lines.append(f"{source}: {key}: {message} (got {_short_repr(value)})")
+            continue
+        key = ".".join(loc) if loc else "(top level)"
+        if error["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            what = "expected a mapping of keys"
+        elif error["type"] == "extra_forbidden":
+            allowed = _allowed_keys(loc[:-1])
+            what = "unknown key" + (f"; expected one of {', '.join(allowed)}" if allowed else "")
+        else:
+            what = _expected(error)
+        lines.append(f"{source}: {key}: {what} (got {_short_repr(error['input'])})")
+    return lines
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> Config:
+    """Read, merge and validate a YAML configuration file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The YAML file. An empty file means all defaults.
+    overrides : dict, optional
+        Nested dict (same shape as the file, e.g. ``{"time": {"t_end": 600.0}}``) merged into the
+        file's content before validation; used by the command line.
+
+    Returns
+    -------
+    Config
+        The validated configuration; ``config.source_path`` is ``path``.
+
+    Raises
+    ------
+    ConfigError
+        The file is missing or unreadable; its YAML is malformed (message gives file and line);
+        its top level is not a mapping; or some values are invalid (one line per problem:
+        ``<file>: <dotted.key>: <what was expected> (got <value>)``).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read configuration file ({exc})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections (case, mesh, physics, time, "
+                          f"solvers, backend, output) at the top level, got "
+                          f"{type(data).__name__}")
+    if overrides:
+        data = _deep_merge(data, overrides)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError("\n".join(_format_errors(exc, str(path)))) from None
+    config._source_path = path
+    return config
+
+
+def default_config() -> Config:
+    """The configuration with every default (what an empty file gives).
+
+    Raises
+    ------
+    ConfigError
+        The default case cannot be loaded (one line per problem, source ``(defaults)``).
+    """
+    try:
+        return Config()
+    except ValidationError as exc:
+        raise ConfigError("\n".join(_format_errors(exc, "(defaults)"))) from None
+
+
+# ------------------------------------------------------------------------- key reference
+def _type_text(field) -> str:
+    annotation = field.annotation
+    if typing.get_origin(annotation) is Literal:
+        text = " \\| ".join(f'"{arg}"' for arg in typing.get_args(annotation))
+    elif typing.get_origin(annotation) is dict:
+        text = "mapping"
+    else:
+        text = getattr(annotation, "__name__", str(annotation))
+    bounds = []
+    for item in field.metadata:
+        for attr, symbol in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")):
+            if isinstance(item, getattr(annotated_types, attr.capitalize())):
+                bounds.append(f"{symbol} {getattr(item, attr):g}")
+    return text + (" (" + ", ".join(bounds) + ")" if bounds else "")
+
+
+def _default_text(value: Any) -> str:
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, dict):
+        return "`{}`" if not value else f"`{value}`"
+    return f"`{value!r}`"
+
+
+def _section_rows(model: type[BaseModel], prefix: str, defaults: BaseModel | None) -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        key = f"{prefix}.{name}"
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            sub_default = field.get_default(call_default_factory=True)
+            rows += _section_rows(field.annotation, key, sub_default)
+            continue
+        default = (getattr(defaults, name) if defaults is not None
+                   else field.get_default(call_default_factory=True))
+        description = " ".join((field.description or "").split())
+        unit = (field.json_schema_extra or {}).get("unit") if isinstance(
+            field.json_schema_extra, dict) else None
+        if unit is None:  # a model outside this file (a case's Parameters): "... [unit] ..."
+            match = re.search(r"\[([^\]]+)\]", description)
+            unit = match.group(1) if match else "-"
+            description = re.split(r"(?<=\.)\s", description, maxsplit=1)[0]
+        unit = "–" if unit == "-" else unit
+        description = description.replace("|", "\\|")
+        rows.append(f"| `{key}` | {_type_text(field)} | {_default_text(default)} | {unit} | "
+                    f"{description} |")
+    return rows
+
+
+def _case_parameter_rows(case_name: str) -> list[str]:
+    """Rows for the default case's own Parameters model (empty if the case cannot be loaded)."""
+    try:
+        from cases import load_case
+
+        params_cls = getattr(load_case(case_name), "Parameters", None)
+    except (ImportError, ConfigError):
+        return []
+    if params_cls is None or not params_cls.model_fields:
+        return []
+    return _section_rows(params_cls, "case.parameters", None)
+
+
+def config_reference_markdown(*, include_case_parameters: bool = True) -> str:
+    """The key reference: one Markdown table per section, generated from the models.
+
+    Columns: key (dotted path), type (with range), default, unit, description. This is the one
+    place defaults are documented; the README embeds this output (``dycore config --reference``).
+    With ``include_case_parameters`` a last table lists the default case's own parameters (the
+    keys allowed under ``case.parameters``), when the case package can be imported.
+    """
+    parts = ["Every key is optional; unknown keys are errors. Units: SI; `–` = not a physical "
+             "quantity.\n"]
+    for name, field in Config.model_fields.items():
+        model = field.annotation
+        title = (model.__doc__ or "").strip().splitlines()[0]
+        parts.append(f"### `{name}` — {title}\n")
+        parts.append("| key | type | default | unit | description |")
+        parts.append("|---|---|---|---|---|")
+        # Sections are described from their class defaults, without instantiating them (the
+        # case section would import the case package); nested models use their own factories.
+        parts.extend(_section_rows(model, name, None))
+        parts.append("")
+    default_case = CaseConfig.model_fields["name"].default
+    rows = _case_parameter_rows(default_case) if include_case_parameters else []
+    if rows:
+        parts.append(f"### `case.parameters` — parameters of the case {default_case}\n")
+        parts.append("| key | type | default | unit | description |")
+        parts.append("|---|---|---|---|---|")
+        parts.extend(rows)
+        parts.append("")
+    return "\n".join(parts)

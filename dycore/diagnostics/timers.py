@@ -1,0 +1,77 @@
+"""Stage timers: every stage of a run is timed, and the table is part of the output (DESIGN.md §6).
+
+The clock belongs to the backend: on the CPU a marker is ``time.perf_counter``; on the GPU it is
+a CUDA event, so device work is timed on the device without a synchronize per stage (elapsed
+times are read only when the table is built).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
+__all__ = ["WallMarker", "StageTimers"]
+
+
+class WallMarker:
+    """Host clock marker: ``record()`` then ``elapsed_ms(later)``."""
+
+    __slots__ = ("t",)
+
+    def record(self) -> "WallMarker":
+        self.t = time.perf_counter()
+        return self
+
+    def elapsed_ms(self, later: "WallMarker") -> float:
+        return (later.t - self.t) * 1e3
+
+
+class StageTimers:
+    """Accumulates named stage times.
+
+    Parameters
+    ----------
+    marker_factory : callable returning an unrecorded marker with ``record()`` and
+        ``elapsed_ms(later)`` (``WallMarker`` on the CPU, a CUDA-event marker on the GPU).
+    """
+
+    def __init__(self, marker_factory=WallMarker):
+        self._factory = marker_factory
+        self._pending: list[tuple[str, object, object]] = []
+        self.total_ms: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    @contextmanager
+    def __call__(self, name: str):
+        start = self._factory().record()
+        try:
+            yield
+        finally:
+            stop = self._factory().record()
+            self._pending.append((name, start, stop))
+            if len(self._pending) > 4096:
+                self._resolve()
+
+    def _resolve(self) -> None:
+        for name, start, stop in self._pending:
+            self.total_ms[name] += start.elapsed_ms(stop)
+            self.calls[name] += 1
+        self._pending.clear()
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        """{stage: {"calls": n, "total_ms": t, "mean_ms": t/n}} in first-seen order."""
+        self._resolve()
+        return {k: {"calls": self.calls[k], "total_ms": v, "mean_ms": v / max(self.calls[k], 1)}
+                for k, v in self.total_ms.items()}
+
+    def table(self, title: str = "stage timers") -> str:
+        """The timer table as aligned text, with each stage's share of the timed total."""
+        rows = self.as_dict()
+        grand = sum(r["total_ms"] for k, r in rows.items() if not k.startswith("step"))
+        width = max([len(k) for k in rows] + [len("stage")])
+        out = [title, f"{'stage':<{width}}  {'calls':>7}  {'total [s]':>10}  {'mean [ms]':>10}  {'share':>6}"]
+        for k, r in rows.items():
+            share = "" if k.startswith("step") or grand == 0 else f"{100 * r['total_ms'] / grand:5.1f}%"
+            out.append(f"{k:<{width}}  {r['calls']:>7d}  {r['total_ms'] / 1e3:>10.3f}  "
+                       f"{r['mean_ms']:>10.3f}  {share:>6}")
+        return "\n".join(out)

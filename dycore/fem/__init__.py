@@ -1,0 +1,47 @@
+"""One source of element math for P1 tetrahedra (DESIGN.md §3, §6).
+
+Quadrature and shape tables are plain Python; everything else is an ``@njit`` element function
+(:func:`dycore.fem._jit.element_function`) on scalars and small local arrays, callable from CPU
+loops and from ``@cuda.jit`` kernels alike.
+"""
+from dycore.fem.eig3 import eig3_closed_form, eig3_jacobi
+from dycore.fem.gauss6 import solve6
+from dycore.fem.integrals import (
+    dshape_shape,
+    dshape_tensor_dshape,
+    ele_val_at_quad,
+    ele_vector_at_quad,
+    shape_dshape,
+    shape_rhs,
+    shape_shape,
+    shape_vector_dot_dshape,
+    shape_vector_rhs,
+)
+from dycore.fem.metric import EIG_CLOSED_FORM, EIG_JACOBI, get_edge_lengths
+from dycore.fem.quadrature import QUADRATURE_DEGREES, Quadrature, get_quadrature
+from dycore.fem.shape import REF_DSHAPE, shape_values
+from dycore.fem.transform import transform_to_physical
+
+__all__ = [
+    "Quadrature",
+    "get_quadrature",
+    "QUADRATURE_DEGREES",
+    "REF_DSHAPE",
+    "shape_values",
+    "transform_to_physical",
+    "ele_val_at_quad",
+    "ele_vector_at_quad",
+    "shape_shape",
+    "shape_dshape",
+    "dshape_shape",
+    "dshape_tensor_dshape",
+    "shape_vector_dot_dshape",
+    "shape_rhs",
+    "shape_vector_rhs",
+    "solve6",
+    "eig3_jacobi",
+    "eig3_closed_form",
+    "get_edge_lengths",
+    "EIG_JACOBI",
+    "EIG_CLOSED_FORM",
+]

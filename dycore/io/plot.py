@@ -1,0 +1,278 @@
+"""Plots of the vertical velocity w from an output file, on plane sections of the P1 field.
+
+A P1 field restricted to a plane is linear on each polygon in which the plane cuts a
+tetrahedron (a triangle or a quadrilateral), and its values on the polygon's corners are linear
+interpolations along the cut tetrahedron edges. :func:`plane_section` builds that exact
+piecewise-linear section as a 2-D triangulation; points outside the mesh (e.g. below the terrain)
+are simply not covered. :func:`sample_section` evaluates it at arbitrary points (masked outside).
+Drawing uses Matplotlib's object API on an Agg canvas (no pyplot, no global backend switch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dycore.errors import OutputError
+from dycore.io.netcdf import read_last_snapshot
+
+__all__ = ["PlaneSection", "plane_section", "sample_section", "plot_w"]
+
+_AXES = "xyz"
+
+
+@dataclass(frozen=True)
+class PlaneSection:
+    """The exact restriction of a P1 field to the plane ``coords[:, axis] == level``.
+
+    Attributes
+    ----------
+    axis : int
+        Coordinate normal to the plane (0 = x, 1 = y, 2 = z).
+    level : float
+        Position of the plane [m].
+    points : ndarray (m, 2) float64
+        In-plane coordinates [m] of the section vertices: (y, z), (x, z) or (x, y) for
+        axis 0, 1, 2.
+    triangles : ndarray (k, 3) int64
+        Triangles of the section (indices into ``points``), degenerate ones removed.
+    values : ndarray (m,) float64
+        Field values at ``points``.
+    boundary_edges : ndarray (b, 2) int64
+        Edges of the section's outline (each used by one triangle).
+    """
+
+    axis: int
+    level: float
+    points: np.ndarray
+    triangles: np.ndarray
+    values: np.ndarray
+    boundary_edges: np.ndarray
+
+    @property
+    def in_plane_axes(self) -> tuple[int, int]:
+        """The two coordinate indices spanning the plane."""
+        return tuple(a for a in range(3) if a != self.axis)
+
+
+def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, axis: int,
+                  level: float) -> PlaneSection:
+    """Cut a tetrahedral P1 field with an axis-aligned plane.
+
+    Parameters
+    ----------
+    coords : ndarray (nnodes, 3) float64
+        Node coordinates [m].
+    tets : ndarray (nele, 4) int
+        0-based connectivity.
+    values : ndarray (nnodes,) float64
+        Nodal values of the P1 field.
+    axis : int
+        0, 1 or 2: the plane is ``x``, ``y`` or ``z`` = ``level``.
+    level : float
+        Plane position [m].
+
+    Returns
+    -------
+    PlaneSection
+        Possibly empty (no triangles) when the plane misses the mesh.
+
+    Notes
+    -----
+    Vertices with ``s = coord - level == 0`` count as the non-negative side, so a mesh face lying
+    in the plane is produced once (by the tetrahedron below it) and a vertex in the plane gives
+    one shared section vertex. Crossing points lie on edges (i, j) with ``s_i < 0 <= s_j``:
+    ``x = x_i + t (x_j - x_i)``, ``t = s_i / (s_i - s_j)``, same weights for the values.
+    """
+    coords = np.asarray(coords, dtype=np.float64)
+    tets = np.asarray(tets, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    nnodes = coords.shape[0]
+    s = coords[:, axis] - level
+    s_ele = s[tets]
+    positive = s_ele >= 0.0
+    npos = positive.sum(axis=1)
+    cut = (npos > 0) & (npos < 4)
+    tets, positive, npos = tets[cut], positive[cut], npos[cut]
+    # local vertices sorted: negative side first, then the non-negative side
+    order = np.argsort(positive, axis=1, kind="stable")
+    nodes = np.take_along_axis(tets, order, axis=1)
+
+    edge_i, edge_j, corners = [], [], []   # crossing edges (neg, pos) and section polygons
+    for nneg, pairs in ((1, [(0, 1), (0, 2), (0, 3)]),
+                        (3, [(0, 3), (1, 3), (2, 3)]),
+                        (2, [(0, 2), (0, 3), (1, 3), (1, 2)])):
+        sel = nodes[npos == 4 - nneg]
+        if len(sel) == 0:
+            continue
+        base = sum(len(e) for e in edge_i)
+        edge_i.append(np.concatenate([sel[:, a] for a, _ in pairs]))
+        edge_j.append(np.concatenate([sel[:, b] for _, b in pairs]))
+        ncorner = len(pairs)
+        corners.append(base + np.arange(len(sel) * ncorner).reshape(ncorner, len(sel)).T)
+    if not edge_i:
+        return PlaneSection(axis, float(level), np.empty((0, 2)), np.empty((0, 3), np.int64),
+                            np.empty(0), np.empty((0, 2), np.int64))
+    ei, ej = np.concatenate(edge_i), np.concatenate(edge_j)
+    # one section vertex per crossed edge, or per node lying in the plane
+    on_plane = s[ej] == 0.0
+    key = np.where(on_plane, ej * nnodes + ej, ei * nnodes + ej)
+    unique_key, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    ui, uj = ei[first], ej[first]
+    t = np.where(s[uj] == 0.0, 1.0, s[ui] / (s[ui] - s[uj]))
+    in_plane = list(a for a in range(3) if a != axis)
+    xyz = coords[ui] + t[:, None] * (coords[uj] - coords[ui])
+    xyz[s[uj] == 0.0] = coords[uj[s[uj] == 0.0]]
+    points = xyz[:, in_plane]
+    vals = np.where(s[uj] == 0.0, values[uj], values[ui] + t * (values[uj] - values[ui]))
+
+    triangles = []
+    for poly in corners:
+        poly = inverse[poly]
+        triangles.append(poly[:, [0, 1, 2]])
+        if poly.shape[1] == 4:  # convex quadrilateral (0, 1, 2, 3) -> two triangles
+            triangles.append(poly[:, [0, 2, 3]])
+    tri = np.concatenate(triangles)
+    distinct = (tri[:, 0] != tri[:, 1]) & (tri[:, 1] != tri[:, 2]) & (tri[:, 0] != tri[:, 2])
+    tri = tri[distinct]
+    p0, p1, p2 = points[tri[:, 0]], points[tri[:, 1]], points[tri[:, 2]]
+    area2 = np.abs((p1[:, 0] - p0[:, 0]) * (p2[:, 1] - p0[:, 1])
+                   - (p1[:, 1] - p0[:, 1]) * (p2[:, 0] - p0[:, 0]))
+    extent = np.ptp(points, axis=0).max() if len(points) else 0.0
+    tri = tri[area2 > 1e-12 * extent * extent]
+
+    edges = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
+    unique_edges, counts = np.unique(edges, axis=0, return_counts=True)
+    return PlaneSection(axis, float(level), points, tri, vals, unique_edges[counts == 1])
+
+
+def _triangulation(section: PlaneSection):
+    from matplotlib.tri import Triangulation
+
+    return Triangulation(section.points[:, 0], section.points[:, 1], section.triangles)
+
+
+def sample_section(section: PlaneSection, a: np.ndarray, b: np.ndarray) -> np.ma.MaskedArray:
+    """Evaluate the section's piecewise-linear field at in-plane points (a, b).
+
+    Parameters
+    ----------
+    section : PlaneSection
+    a, b : ndarray, same shape
+        In-plane coordinates [m] (the order of ``section.in_plane_axes``).
+
+    Returns
+    -------
+    numpy.ma.MaskedArray, shape of ``a``
+        Linear interpolation inside the section triangle containing each point; masked where a
+        point lies outside the mesh (e.g. below the terrain).
+    """
+    from matplotlib.tri import LinearTriInterpolator
+
+    if len(section.triangles) == 0:
+        return np.ma.masked_all(np.shape(a))
+    interp = LinearTriInterpolator(_triangulation(section), section.values)
+    return interp(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+
+
+def _outline_segments(section: PlaneSection) -> np.ndarray:
+    """Outline edges not on the bounding box of the section (terrain, holes), (n, 2, 2) [m]."""
+    if len(section.boundary_edges) == 0:
+        return np.empty((0, 2, 2))
+    pts = section.points
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    tol = 1e-9 * max(float(np.ptp(pts, axis=0).max()), 1.0)
+    seg = pts[section.boundary_edges]                              # (n, 2 ends, 2 coords)
+    on_box = np.zeros(len(seg), dtype=bool)
+    for d in range(2):
+        for bound in (lo[d], hi[d]):
+            on_box |= np.all(np.abs(seg[:, :, d] - bound) <= tol, axis=1)
+    return seg[~on_box]
+
+
+def _draw_section(fig, ax, section: PlaneSection, t: float, title: str, fill_below: bool) -> None:
+    from matplotlib.collections import LineCollection
+
+    km = 1e-3
+    tri = _triangulation(section)
+    tri.x, tri.y = tri.x * km, tri.y * km
+    vmax = float(np.nanmax(np.abs(section.values))) if len(section.values) else 0.0
+    vmax = vmax if vmax > 0.0 and np.isfinite(vmax) else 1e-12
+    image = ax.tripcolor(tri, section.values, shading="gouraud", cmap="RdBu_r",
+                         vmin=-vmax, vmax=vmax, rasterized=True)
+    outline = _outline_segments(section) * km
+    if len(outline):
+        if fill_below:
+            ends = outline.reshape(-1, 2)
+            order = np.argsort(ends[:, 0], kind="stable")
+            x, z = ends[order, 0], ends[order, 1]
+            ax.fill_between(x, tri.y.min(), z, color="0.6", zorder=2)
+        ax.add_collection(LineCollection(outline, colors="k", linewidths=1.0, zorder=3))
+    ax.set_xlim(tri.x.min(), tri.x.max())
+    ax.set_ylim(tri.y.min(), tri.y.max())
+    names = [_AXES[a] for a in section.in_plane_axes]
+    ax.set_xlabel(f"{names[0]} [km]")
+    ax.set_ylabel(f"{names[1]} [km]")
+    ax.set_title(f"{title}, t = {t:g} s")
+    fig.colorbar(image, ax=ax, label="w [m/s]", shrink=0.9)
+
+
+def plot_w(path: str | Path, png_path: str | Path | None = None, *, z_level: float = 3000.0,
+           y_section: float = 0.0) -> Path:
+    """Plot w at the last snapshot: a vertical section y = ``y_section`` and a level z = ``z_level``.
+
+    Parameters
+    ----------
+    path : str or Path
+        Output file of a run (:class:`dycore.io.netcdf.SnapshotWriter`).
+    png_path : str or Path, optional
+        Image to write; default ``<path stem>_w.png`` beside ``path``.
+    z_level : float
+        Height of the horizontal section [m].
+    y_section : float
+        Position of the vertical section [m] (the mountain is at y = 0).
+
+    Returns
+    -------
+    Path
+        The PNG written.
+
+    Raises
+    ------
+    OutputError
+        The file cannot be read, has no ``w``, a plane misses the mesh, or the PNG cannot be
+        written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    png_path = Path(png_path) if png_path is not None else path.with_name(path.stem + "_w.png")
+    t, fields, coords, cell_nodes = read_last_snapshot(path, fields=("w",))
+    w = fields["w"]
+    if not np.any(np.isfinite(w)):
+        raise OutputError(f"{path}: w was not written in the last snapshot (t = {t:g} s)")
+    sections = []
+    for axis, level in ((1, y_section), (2, z_level)):
+        section = plane_section(coords, cell_nodes, w, axis=axis, level=level)
+        if len(section.triangles) == 0:
+            lo, hi = coords[:, axis].min(), coords[:, axis].max()
+            raise OutputError(f"{path}: the plane {_AXES[axis]} = {level:g} m does not cut the "
+                              f"mesh ({_AXES[axis]} from {lo:g} to {hi:g} m)")
+        sections.append(section)
+
+    fig = Figure(figsize=(15, 5.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.7, 1.0]})
+    _draw_section(fig, left, sections[0], t, f"w on y = {y_section * 1e-3:g} km",
+                  fill_below=True)
+    _draw_section(fig, right, sections[1], t, f"w on z = {z_level * 1e-3:g} km",
+                  fill_below=False)
+    right.set_aspect("equal")
+    try:
+        png_path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(png_path, dpi=120)
+    except OSError as exc:
+        raise OutputError(f"{png_path}: cannot write the plot ({exc})") from None
+    return png_path

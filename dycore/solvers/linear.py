@@ -1,0 +1,109 @@
+"""Host linear solvers: SciPy Krylov methods with Jacobi / block-Jacobi / ILU, PyAMG for pressure.
+
+DESIGN.md §4: pressure (CMC + KMK) is SPD → CG with smoothed-aggregation AMG, set up once
+(the matrix depends only on the mesh); momentum (BCSR 3×3) and tracers (CSR) are non-symmetric →
+GMRES or BiCGStab. Iteration counts are returned for the diagnostics.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from dycore.errors import ConfigError, SolverDivergedError
+
+__all__ = ["HostSolver", "block_jacobi_inverse"]
+
+
+def block_jacobi_inverse(diag_blocks: np.ndarray) -> np.ndarray:
+    """Inverses of the 3×3 diagonal blocks, (n,3,3) -> (n,3,3) (NumPy batched inverse)."""
+    return np.linalg.inv(diag_blocks)
+
+
+class HostSolver:
+    """One linear system kind (pressure, momentum or tracer) solved with SciPy on the host.
+
+    Parameters
+    ----------
+    name : str — used in error messages ("pressure", "momentum", "tracer").
+    cfg : LinearSolverConfig-like object with method, preconditioner, rtol, atol,
+        max_iterations, restart.
+    """
+
+    def __init__(self, name: str, cfg):
+        self.name = name
+        self.cfg = cfg
+        self._amg = None
+        self._amg_matrix_id = None
+
+    def _preconditioner(self, a, block_diag=None):
+        kind = self.cfg.preconditioner
+        n = a.shape[0]
+        if kind == "none":
+            return None
+        if kind == "jacobi":
+            inv = 1.0 / a.diagonal()
+            return spla.LinearOperator((n, n), matvec=lambda x: inv * x.ravel(), dtype=float)
+        if kind == "block_jacobi":
+            if block_diag is None:
+                inv = 1.0 / a.diagonal()
+                return spla.LinearOperator((n, n), matvec=lambda x: inv * x.ravel(), dtype=float)
+            binv = block_jacobi_inverse(block_diag)
+            return spla.LinearOperator(
+                (n, n), matvec=lambda x: np.einsum("kab,kb->ka", binv, x.reshape(-1, 3)).ravel(),
+                dtype=float)
+        if kind == "ilu":
+            ilu = spla.spilu(a.tocsc(), drop_tol=1e-5, fill_factor=5)
+            return spla.LinearOperator((n, n), matvec=ilu.solve, dtype=float)
+        if kind == "amg":
+            if self._amg is None or self._amg_matrix_id != id(a):
+                import pyamg
+                self._amg = pyamg.smoothed_aggregation_solver(a.tocsr(), symmetry="symmetric")
+                self._amg_matrix_id = id(a)
+            return self._amg.aspreconditioner(cycle="V")
+        raise ConfigError(f"solvers.{self.name}.preconditioner: unknown '{kind}'")
+
+    def solve(self, a, b: np.ndarray, x0: np.ndarray | None = None, block_diag=None):
+        """Solve ``a x = b``.
+
+        Parameters
+        ----------
+        a : scipy sparse matrix (CSR or BSR), (n, n)
+        b : (n,) float64
+        x0 : (n,) float64 initial guess or None (zero)
+        block_diag : (n/3,3,3) diagonal blocks for block-Jacobi, or None
+
+        Returns
+        -------
+        x : (n,) float64 ; iterations : int
+
+        Raises
+        ------
+        SolverDivergedError if the method does not converge or returns non-finite values.
+        """
+        cfg = self.cfg
+        m = self._preconditioner(a, block_diag)
+        its = [0]
+
+        def count(_):
+            its[0] += 1
+
+        kw = dict(rtol=cfg.rtol, atol=cfg.atol, maxiter=cfg.max_iterations, M=m, x0=x0)
+        if np.linalg.norm(b) == 0.0:
+            return np.zeros_like(b), 0
+        if cfg.method == "cg":
+            x, info = spla.cg(a, b, callback=count, **kw)
+        elif cfg.method == "bicgstab":
+            x, info = spla.bicgstab(a, b, callback=count, **kw)
+        elif cfg.method == "gmres":
+            x, info = spla.gmres(a, b, restart=cfg.restart, callback=count,
+                                 callback_type="pr_norm", **kw)
+        else:
+            raise ConfigError(f"solvers.{self.name}.method: unknown '{cfg.method}'")
+        if info != 0 or not np.all(np.isfinite(x)):
+            res = np.linalg.norm(b - a @ x) / np.linalg.norm(b)
+            raise SolverDivergedError(
+                f"{self.name} solve ({cfg.method}+{cfg.preconditioner}) did not converge: "
+                f"info={info}, {its[0]} iterations, relative residual {res:.3e} "
+                f"(rtol {cfg.rtol:g}, max_iterations {cfg.max_iterations})")
+        return x, its[0]

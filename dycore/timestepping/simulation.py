@@ -1,0 +1,154 @@
+"""The Simulation owns the loop: build once (mesh → sparsity → operators), step, diagnose, write.
+
+Output is a scheduled callback: a snapshot every ``output.output_interval`` seconds (and at t=0 and
+the final time), diagnostics every ``output.diagnostics_every`` steps, each flushed to disk as it
+is written so a killed run keeps every finished record.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dycore import __version__
+from dycore.assembly.operators import build_mesh_operators
+from dycore.assembly.sparsity import build_sparsity
+from dycore.backend import select_backend
+from dycore.diagnostics.norms import step_diagnostics
+from dycore.diagnostics.timers import StageTimers
+from dycore.physics.coefficients import build_coefficients
+from dycore.physics.state import State, TRACERS
+from dycore.timestepping.picard import PicardStepper
+
+__all__ = ["Simulation", "RunSummary", "run_from_config", "build_simulation"]
+
+log = logging.getLogger("dycore")
+
+
+@dataclass
+class RunSummary:
+    """What a finished run reports."""
+
+    output_path: Path
+    steps: int
+    t: float
+    wall_time: float
+    timers_table: str
+    last_diagnostics: dict
+    backend: str
+
+
+class Simulation:
+    """Everything a run needs, built once from a Config.
+
+    Attributes: config, case, params, mesh, backend, timers, sparsity, assembler, ops,
+    coeffs, systems, stepper, state.
+    """
+
+    def __init__(self, config, backend=None):
+        import cases
+
+        self.config = config
+        self.timers = StageTimers()
+        self.case = cases.load_case(config.case.name)
+        self.params = config.case.build_parameters()
+        m = config.mesh
+        with self.timers("mesh generation"):
+            self.mesh = self.case.build_mesh(self.params, nx=m.nx, ny=m.ny, nz=m.nz,
+                                             dx_min=m.dx_min, dz_min=m.dz_min,
+                                             renumber=m.renumber, shuffle=m.shuffle, seed=m.seed)
+        self.backend = backend if backend is not None else select_backend(config.backend)
+        self.timers = StageTimers(self.backend.marker)
+        with self.timers("sparsity and lookup tables"):
+            self.sparsity = build_sparsity(self.mesh.tets, self.mesh.nnodes)
+        self.assembler = self.backend.assembler(self.mesh, self.sparsity, self.timers)
+        self.ops = build_mesh_operators(self.mesh, self.backend, self.assembler, self.sparsity,
+                                        self.case.DIRICHLET_TAGS, config.physics.stabilisation,
+                                        self.timers)
+        self.coeffs = build_coefficients(self.case, self.params, self.mesh, config.physics,
+                                         self.backend)
+        self.systems = self._systems()
+        self.stepper = PicardStepper(self.backend, self.assembler, self.ops, self.systems,
+                                     self.coeffs, config.time, self.timers)
+        init = self.case.initial_state(self.params, self.mesh.coords)
+        dev = self.backend.to_device
+        self.state = State(u=dev(np.asarray(init["u"], float)), p=dev(np.asarray(init["p"], float)),
+                           theta_prime=dev(np.asarray(init["theta_prime"], float)),
+                           q={k: dev(np.asarray(init[k], float)) for k in TRACERS})
+
+    def _systems(self):
+        if getattr(self.backend, "solver_mode", "host") == "device":
+            return self.backend.device_systems(self.sparsity, self.ops, self.config.solvers,
+                                               self.timers)
+        from dycore.solvers.systems import HostSystems
+        return HostSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
+                           self.timers)
+
+    def step(self) -> dict:
+        """One time step; returns its diagnostics."""
+        with self.timers("step (total)"):
+            info = self.stepper.step(self.state)
+            self.backend.synchronize()
+        return step_diagnostics(self.state, self.ops, info, self.backend.xp)
+
+    def host_fields(self) -> dict:
+        return self.state.host_fields(self.backend.to_host)
+
+
+def build_simulation(config, backend=None) -> Simulation:
+    """Build a :class:`Simulation` (mesh, backend, operators, initial state) from a Config."""
+    return Simulation(config, backend)
+
+
+def run_from_config(config, *, max_steps: int | None = None, progress: bool | None = None,
+                    writer_factory=None) -> RunSummary:
+    """Run the configured case to ``time.t_end`` (or ``max_steps`` steps) with output.
+
+    Parameters
+    ----------
+    config : Config; max_steps : int or None; progress : show a tqdm bar (default: config)
+
+    Raises
+    ------
+    DycoreError subclasses (ConfigError, MeshError, SolverDivergedError, OutputError, ...).
+    """
+    from tqdm import tqdm
+
+    from dycore.io.netcdf import SnapshotWriter
+
+    wall0 = time.perf_counter()
+    sim = build_simulation(config)
+    log.info("backend: %s", sim.backend.describe())
+    tc, oc = config.time, config.output
+    n_steps = tc.n_steps
+    if max_steps is not None:
+        n_steps = min(n_steps, max_steps)
+    path = Path(config.output_path)
+    every = max(1, int(round(oc.output_interval / tc.dt)))
+    show = oc.progress if progress is None else progress
+    diag = {}
+    with SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(), version=__version__,
+                        title=f"dycore {config.case.name}") as writer:
+        with sim.timers("output"):
+            writer.write_snapshot(sim.state.t, sim.host_fields())
+        bar = tqdm(total=n_steps, disable=not show, unit="step", desc=config.case.name)
+        for k in range(1, n_steps + 1):
+            diag = sim.step()
+            if k % oc.diagnostics_every == 0 or k == n_steps:
+                with sim.timers("output"):
+                    writer.write_diagnostics(k, sim.state.t, diag)
+            if k % every == 0 or k == n_steps:
+                with sim.timers("output"):
+                    writer.write_snapshot(sim.state.t, sim.host_fields())
+            bar.set_postfix(t=f"{sim.state.t:.0f}s", w=f"{diag['max_abs_w']:.3f}")
+            bar.update(1)
+        bar.close()
+        table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "
+                                 f"tetrahedra, {sim.mesh.nnodes} nodes, {n_steps} steps)")
+        writer.write_timers(sim.timers.as_dict(), table)
+    return RunSummary(output_path=path, steps=n_steps, t=sim.state.t,
+                      wall_time=time.perf_counter() - wall0, timers_table=table,
+                      last_diagnostics=diag, backend=sim.backend.describe())

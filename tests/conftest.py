@@ -1,0 +1,8 @@
+"""Test-wide setup: GPU kernels run under numba-cuda's simulator (no GPU in CI).
+
+The variable must be set before numba is first imported anywhere, hence at the very top here.
+An explicit ``NUMBA_ENABLE_CUDASIM=0`` (on a GPU machine) is respected.
+"""
+import os
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")

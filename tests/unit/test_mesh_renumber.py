@@ -1,0 +1,92 @@
+"""Renumbering: reverse Cuthill-McKee and shuffling (dycore.mesh.renumber)."""
+import numpy as np
+import pytest
+
+from dycore.mesh import (
+    FaceTag,
+    GridSpec,
+    bandwidth,
+    generate_terrain_following,
+    node_graph,
+    reverse_cuthill_mckee,
+    shuffle,
+)
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    spec = GridSpec(nx=16, ny=14, nz=10, lx=60000.0, ly=60000.0, lz=16000.0,
+                    dx_min=1000.0, dz_min=300.0)
+    return generate_terrain_following(
+        spec, lambda x, y: 400.0 / (1.0 + (x * x + y * y) / 4e6) ** 1.5)
+
+
+def _tag_counts(m):
+    return {tag: int(np.sum(m.face_tags == tag)) for tag in FaceTag}
+
+
+def test_rcm_reduces_bandwidth(mesh):
+    shuffled = shuffle(mesh, seed=1)
+    rcm = reverse_cuthill_mckee(shuffled)
+    b_nat, b_shuf, b_rcm = bandwidth(mesh), bandwidth(shuffled), bandwidth(rcm)
+    assert b_shuf > 0.9 * mesh.nnodes          # random order: bandwidth ~ nnodes
+    assert b_rcm < b_shuf / 10
+    assert b_rcm <= b_nat                      # at least as good as the structured order
+    # the graph profile (sum of row extents) also shrinks
+    def profile(m):
+        g = node_graph(m).tocsr()
+        rows = np.repeat(np.arange(m.nnodes), np.diff(g.indptr))
+        lo = np.full(m.nnodes, m.nnodes)
+        np.minimum.at(lo, rows, g.indices)
+        return int(np.sum(np.maximum(np.arange(m.nnodes) - lo, 0)))
+    assert profile(rcm) < profile(shuffled) / 5
+
+
+def test_rcm_elements_sorted_by_min_node(mesh):
+    r = reverse_cuthill_mckee(shuffle(mesh, seed=2))
+    key = r.tets.min(axis=1)
+    assert np.all(np.diff(key) >= 0)
+
+
+@pytest.mark.parametrize("op", ["rcm", "shuffle", "shuffle+rcm"])
+def test_renumber_preserves_geometry(mesh, op):
+    if op == "rcm":
+        r = reverse_cuthill_mckee(mesh)
+    elif op == "shuffle":
+        r = shuffle(mesh, seed=7)
+    else:
+        r = reverse_cuthill_mckee(shuffle(mesh, seed=7))
+    r.check()
+    assert (r.nnodes, r.nele, r.nfaces) == (mesh.nnodes, mesh.nele, mesh.nfaces)
+    np.testing.assert_array_equal(np.sort(r.signed_volumes()), np.sort(mesh.signed_volumes()))
+    assert _tag_counts(r) == _tag_counts(mesh)
+    # same faces (same order, same geometry) with the same tags
+    np.testing.assert_array_equal(r.coords[r.faces], mesh.coords[mesh.faces])
+    np.testing.assert_array_equal(r.face_tags, mesh.face_tags)
+    # node coordinates are a permutation of the original ones
+    np.testing.assert_array_equal(np.sort(r.coords, axis=0), np.sort(mesh.coords, axis=0))
+
+
+def test_shuffle_deterministic(mesh):
+    a, b, c = shuffle(mesh, seed=5), shuffle(mesh, seed=5), shuffle(mesh, seed=6)
+    np.testing.assert_array_equal(a.tets, b.tets)
+    np.testing.assert_array_equal(a.coords, b.coords)
+    assert not np.array_equal(a.tets, c.tets)
+    rng = np.random.default_rng(5)
+    pn = rng.permutation(mesh.nnodes)
+    np.testing.assert_array_equal(a.coords, mesh.coords[pn])
+
+
+def test_rcm_independent_of_input_order_size(mesh):
+    b1 = bandwidth(reverse_cuthill_mckee(shuffle(mesh, seed=11)))
+    b2 = bandwidth(reverse_cuthill_mckee(shuffle(mesh, seed=12)))
+    assert max(b1, b2) < 2 * min(b1, b2)
+
+
+def test_node_graph_symmetric(mesh):
+    g = node_graph(mesh)
+    assert (g != g.T).nnz == 0
+    assert g.diagonal().sum() == 0
+    # interior node of a Kuhn-split structured grid has 14 neighbours
+    deg = np.diff(g.indptr)
+    assert deg.max() == 14 and deg.min() >= 3
