@@ -5,7 +5,7 @@ defaults live; ``dycore config --reference`` prints them as Markdown)::
 
     case:     which test case and overrides of its own parameters
     mesh:     terrain-following mesh size, grading and node numbering
-    physics:  Coriolis parameter, viscosities, diffusivities, pressure stabilisation (DESIGN.md §2-3)
+    physics:  Coriolis parameter, viscosities, diffusivities, pressure stabilisation (DESIGN §2-3)
     time:     time step, end time, theta-scheme and Picard iteration (DESIGN.md §4)
     solvers:  Krylov method, preconditioner and tolerances per linear system
     backend:  cpu / gpu, host or device solvers, assembly mode, strict floating point
@@ -44,7 +44,7 @@ _CASE_PARAMETERS_ERROR = "case_parameters"  # pydantic error type carrying the c
 
 
 def _field(default: Any = ..., *, unit: str, description: str, **constraints: Any) -> Any:
-    """A pydantic ``Field`` with a default, a unit (shown in the key reference) and a description."""
+    """A pydantic ``Field`` with a default, a unit (for the key reference) and a description."""
     if callable(default):  # a model class, ``dict`` or a lambda: called for every new instance
         return Field(default_factory=default, description=description,
                      json_schema_extra={"unit": unit}, **constraints)
@@ -115,7 +115,7 @@ class CaseConfig(_Section):
 
 # --------------------------------------------------------------------------------------- mesh
 class MeshConfig(_Section):
-    """Terrain-following mesh: hexahedral cells (each split into 6 tetrahedra), grading, numbering."""
+    """Terrain-following mesh: hexahedra split into 6 tetrahedra each, grading, numbering."""
 
     nx: int = _field(48, unit="cells", description="cells along x (streamwise)", ge=1)
     ny: int = _field(48, unit="cells", description="cells along y (spanwise)", ge=1)
@@ -319,7 +319,7 @@ class Config(_Section):
         return self._source_path
 
     def output_path(self) -> Path:
-        """``output.path`` with ``{case}`` and ``{config}`` (file stem, else 'default') filled in."""
+        """``output.path`` with ``{case}`` and ``{config}`` (file stem or 'default') filled in."""
         stem = self._source_path.stem if self._source_path is not None else "default"
         return Path(self.output.path.format(case=self.case.name, config=stem))
 

@@ -14,15 +14,16 @@ log = logging.getLogger("dycore")
 
 
 def gpu_usable() -> tuple[bool, str]:
-    """(True, device name) when numba-cuda sees a GPU (or the simulator) and CuPy imports."""
+    """(True, description) when numba-cuda sees a GPU or runs its simulator, else (False, why)."""
     try:
+        from numba import config as numba_config
         from numba import cuda
+        if numba_config.ENABLE_CUDASIM:
+            return True, "CUDA simulator"
         if not cuda.is_available():
             return False, "numba-cuda finds no CUDA device"
-        if cuda.simulator_enabled if hasattr(cuda, "simulator_enabled") else False:
-            return True, "CUDA simulator"
-        return True, cuda.get_current_device().name.decode() if hasattr(
-            cuda.get_current_device().name, "decode") else str(cuda.get_current_device().name)
+        name = cuda.get_current_device().name
+        return True, name.decode() if isinstance(name, bytes) else str(name)
     except Exception as exc:  # pragma: no cover - depends on the machine
         return False, f"CUDA not usable: {exc}"
 

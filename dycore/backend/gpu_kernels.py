@@ -17,6 +17,7 @@ from __future__ import annotations
 import math  # noqa: F401  (kept for element functions inlined by numba)
 
 from dycore.backend import _numpy_compat  # noqa: F401  (before the first kernel compile)
+from numba import config as numba_config
 from numba import cuda, float64
 
 from dycore.assembly.element_kernels import (
@@ -255,8 +256,11 @@ class Kernels:
         if strict:
             from dycore.backend.strict_fp import strict_compile
             jit = strict_compile
+        elif numba_config.ENABLE_CUDASIM:
+            jit = cuda.jit                  # the simulator's jit takes no lto option
         else:
             def jit(fn):
+                # the call form: the decorator form ignores lto in numba-cuda 0.30.4 (DESIGN §7)
                 return cuda.jit(fn, lto=False)
         self.strict = strict
         self.tracer = jit(_tracer)

@@ -26,6 +26,12 @@ def get_edge_lengths(X, a6, b6, x6, metric, evals, evecs, hbar, method):
     :func:`~dycore.fem.gauss6.solve6`.  Then M = V diag(evals) V^T (a copy of M is diagonalised
     in ``hbar``) and ``hbar = V diag(evals^-1/2) V^T``, symmetric by construction.
 
+    Accuracy: for a flat element whose thin direction is a coordinate axis (terrain-following
+    layers) the 6x6 system is only column-scaled and the result is exact to rounding at any
+    aspect ratio; tilting the thin direction out of the axes conditions the system like the
+    squared aspect ratio (edge residuals |e^T M e - 1| ~ 1e-8 at aspect ratio 1e4 and 45
+    degrees, ~1e-12 at 1e2).
+
     Parameters
     ----------
     X : ndarray, shape (4, 3), float64

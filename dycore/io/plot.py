@@ -220,7 +220,7 @@ def _draw_section(fig, ax, section: PlaneSection, t: float, title: str, fill_bel
 
 def plot_w(path: str | Path, png_path: str | Path | None = None, *, z_level: float = 3000.0,
            y_section: float = 0.0) -> Path:
-    """Plot w at the last snapshot: a vertical section y = ``y_section`` and a level z = ``z_level``.
+    """Plot w at the last snapshot on the planes y = ``y_section`` and z = ``z_level``.
 
     Parameters
     ----------

@@ -58,7 +58,11 @@ class HostSolver:
         if kind == "amg":
             if self._amg is None or self._amg_matrix_id != id(a):
                 import pyamg
-                self._amg = pyamg.smoothed_aggregation_solver(a.tocsr(), symmetry="symmetric")
+                # 'local' Jacobi weighting: no random spectral-radius estimate, so the
+                # hierarchy (and every run) is reproducible bit for bit
+                self._amg = pyamg.smoothed_aggregation_solver(
+                    a.tocsr(), symmetry="symmetric",
+                    smooth=("jacobi", {"omega": 4.0 / 3.0, "weighting": "local"}))
                 self._amg_matrix_id = id(a)
             return self._amg.aspreconditioner(cycle="V")
         raise ConfigError(f"solvers.{self.name}.preconditioner: unknown '{kind}'")

@@ -1,0 +1,216 @@
+"""netCDF writer: UGRID layout, units, values, diagnostics, timers, and surviving a killed run."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import types
+
+import netCDF4
+import numpy as np
+import pytest
+
+from dycore.errors import OutputError
+from dycore.io.netcdf import FIELDS, SnapshotWriter, read_last_snapshot
+
+COORDS = np.array([[0.0, 0.0, 0.0], [1000.0, 0.0, 0.0], [0.0, 1000.0, 0.0],
+                   [0.0, 0.0, 500.0], [1000.0, 1000.0, 500.0]])
+TETS = np.array([[0, 1, 2, 3], [1, 2, 3, 4]], dtype=np.int32)
+UNITS = {"u": "m s-1", "v": "m s-1", "w": "m s-1", "p": "m2 s-2", "theta_prime": "K",
+         "q_v": "kg kg-1", "q_c": "kg kg-1", "q_r": "kg kg-1"}
+
+
+def _mesh():
+    return types.SimpleNamespace(coords=COORDS, tets=TETS)
+
+
+def _fields(k: int) -> dict[str, np.ndarray]:
+    return {name: np.arange(5.0) * (i + 1) + 10.0 * k for i, name in enumerate(FIELDS)}
+
+
+def _writer(path, **kwargs):
+    return SnapshotWriter(path, _mesh(), config_yaml="time:\n  dt: 10.0\n", version="9.8.7",
+                          title="test run", **kwargs)
+
+
+def test_layout_units_and_values(tmp_path):
+    path = tmp_path / "sub" / "dir" / "run.nc"          # parent folders are created
+    with _writer(path) as writer:
+        assert writer.write_snapshot(0.0, _fields(0)) == 0
+        assert writer.write_snapshot(300.0, _fields(1)) == 1
+        assert writer.n_snapshots == 2
+
+    with netCDF4.Dataset(path) as ds:
+        assert ds.file_format == "NETCDF4"
+        dims = {name: len(dim) for name, dim in ds.dimensions.items()}
+        assert dims["time"] == 2 and dims["nodes"] == 5 and dims["cells"] == 2
+        assert dims["four"] == 4
+        assert ds.dimensions["time"].isunlimited() and ds.dimensions["step"].isunlimited()
+        assert ds.Conventions == "CF-1.8 UGRID-1.0"
+        assert ds.title == "test run" and ds.dycore_version == "9.8.7"
+        assert ds.config == "time:\n  dt: 10.0\n" and "created by" in ds.history
+
+        for name, std in zip("xyz", ("projection_x_coordinate", "projection_y_coordinate",
+                                     "altitude")):
+            var = ds[name]
+            assert var.dimensions == ("nodes",) and var.units == "m"
+            assert var.standard_name == std and var.long_name
+            np.testing.assert_array_equal(var[:], COORDS[:, "xyz".index(name)])
+
+        conn = ds["cell_nodes"]
+        assert conn.dimensions == ("cells", "four") and conn.dtype == np.int32
+        assert conn.start_index == 0 and conn.cf_role == "volume_node_connectivity"
+        np.testing.assert_array_equal(conn[:], TETS)
+
+        mesh = ds["mesh"]
+        assert mesh.cf_role == "mesh_topology" and mesh.topology_dimension == 3
+        assert mesh.node_coordinates == "x y z"
+        assert mesh.volume_node_connectivity == "cell_nodes"
+        assert mesh.volume_dimension == "cells"
+        shape = ds[mesh.volume_shape_type]
+        assert shape.cf_role == "volume_shape_type"
+        assert shape.flag_meanings.split()[0] == "tetrahedron"
+        np.testing.assert_array_equal(shape[:], 0)
+
+        assert ds["time"].units == "s"
+        np.testing.assert_array_equal(ds["time"][:], [0.0, 300.0])
+        for name, units in UNITS.items():
+            var = ds[name]
+            assert var.dimensions == ("time", "nodes") and var.dtype == np.float64
+            assert var.units == units and var.long_name
+            assert var.mesh == "mesh" and var.location == "node"
+            for k in range(2):
+                np.testing.assert_array_equal(var[k, :], _fields(k)[name])
+
+
+def test_fields_left_out_are_nan_and_reader_returns_last(tmp_path):
+    path = tmp_path / "run.nc"
+    with _writer(path) as writer:
+        writer.write_snapshot(0.0, _fields(0))
+        writer.write_snapshot(10.0, {"w": np.full(5, 0.25)})
+    t, values, coords, cell_nodes = read_last_snapshot(path)
+    assert t == 10.0
+    assert set(values) == set(FIELDS)
+    np.testing.assert_array_equal(values["w"], 0.25)
+    assert np.all(np.isnan(values["u"]))
+    np.testing.assert_array_equal(coords, COORDS)
+    np.testing.assert_array_equal(cell_nodes, TETS)
+    assert cell_nodes.dtype == np.int32
+    t, values, _, _ = read_last_snapshot(path, fields=("w",))
+    assert list(values) == ["w"]
+
+
+def test_diagnostics(tmp_path):
+    path = tmp_path / "run.nc"
+    with _writer(path, picard_iterations=3) as writer:
+        writer.write_diagnostics(1, 10.0, {
+            "max_abs_w": 0.5, "kinetic_energy": 2.0e9, "max_abs_div_u": 1e-12,
+            "picard_change": [1e-2, 1e-5], "picard_iterations": 2,
+            "solver_iterations": {"pressure": [12, 10], "momentum": 7, "tracer": [3, 3, 3, 3]}})
+        writer.write_diagnostics(2, 20.0, {"max_abs_w": 0.75, "picard_change": [1e-3, 1e-6, 1e-9],
+                                           "solver_iterations_pressure": 9, "cfl": 0.4})
+        with pytest.raises(OutputError, match="4 Picard changes"):
+            writer.write_diagnostics(3, 30.0, {"picard_change": [1, 2, 3, 4]})
+        with pytest.raises(OutputError, match="must be a scalar"):
+            writer.write_diagnostics(3, 30.0, {"max_abs_w": [1.0, 2.0]})
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        assert len(ds.dimensions["step"]) == 2 and len(ds.dimensions["picard"]) == 3
+        np.testing.assert_array_equal(ds["step"][:], [1, 2])
+        np.testing.assert_array_equal(ds["diag_time"][:], [10.0, 20.0])
+        np.testing.assert_array_equal(ds["max_abs_w"][:], [0.5, 0.75])
+        assert ds["max_abs_w"].units == "m s-1"
+        change = ds["picard_change"][:]
+        np.testing.assert_array_equal(change[0, :2], [1e-2, 1e-5])
+        assert np.isnan(change[0, 2])
+        np.testing.assert_array_equal(change[1], [1e-3, 1e-6, 1e-9])
+        np.testing.assert_array_equal(ds["solver_iterations_pressure"][:], [22, 9])
+        np.testing.assert_array_equal(ds["solver_iterations_momentum"][:], [7, -1])
+        np.testing.assert_array_equal(ds["solver_iterations_tracer"][:], [12, -1])
+        assert ds["kinetic_energy"][0] == 2.0e9 and np.isnan(ds["kinetic_energy"][1])
+        cfl = ds["cfl"][:]                                     # a new diagnostic: new variable
+        assert np.isnan(cfl[0]) and cfl[1] == 0.4
+
+
+def test_timers(tmp_path):
+    path = tmp_path / "run.nc"
+    table = {"assemble.momentum": {"calls": 600, "total_s": 12.5, "mean_s": 0.0208},
+             "solve.pressure": {"calls": 600, "total_s": 30.0}}
+    with _writer(path) as writer:
+        writer.write_timers({"old": {"calls": 1}, "older": {"calls": 2}, "oldest": {"calls": 3}})
+        writer.write_timers(table)                      # a later call replaces the table
+    with netCDF4.Dataset(path) as ds:
+        assert json.loads(ds.timers) == table
+        group = ds.groups["timers"]
+        names = list(group["stage_name"][:])
+        assert names[:2] == ["assemble.momentum", "solve.pressure"] and names[2] == ""
+        np.testing.assert_array_equal(group["calls"][:2], [600, 600])
+        total = np.ma.filled(group["total_s"][:], np.nan)
+        np.testing.assert_array_equal(total[:2], [12.5, 30.0])
+        assert group["total_s"].units == "s"
+        mean = np.ma.filled(group["mean_s"][:], np.nan)
+        assert mean[0] == 0.0208 and np.isnan(mean[1])
+
+
+_KILLED_RUN = textwrap.dedent("""
+    import os, sys, types
+    import numpy as np
+    from dycore.io.netcdf import SnapshotWriter
+    mesh = types.SimpleNamespace(coords=np.array({coords}), tets=np.array({tets}))
+    writer = SnapshotWriter(sys.argv[1], mesh, config_yaml="a: 1", version="0")
+    for k in range(2):
+        writer.write_snapshot(100.0 * k, {{"w": np.arange(5.0) + k}})
+        writer.write_diagnostics(k + 1, 100.0 * k, {{"max_abs_w": 4.0 + k}})
+    os._exit(1)   # killed: the file is never closed
+""")
+
+
+def test_killed_run_keeps_finished_snapshots(tmp_path):
+    path = tmp_path / "killed.nc"
+    script = _KILLED_RUN.format(coords=COORDS.tolist(), tets=TETS.tolist())
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    with netCDF4.Dataset(path) as ds:
+        assert len(ds.dimensions["time"]) == 2
+        np.testing.assert_array_equal(ds["time"][:], [0.0, 100.0])
+        np.testing.assert_array_equal(ds["w"][0, :], np.arange(5.0))
+        np.testing.assert_array_equal(ds["max_abs_w"][:], [4.0, 5.0])
+    t, values, coords, _ = read_last_snapshot(path)
+    assert t == 100.0
+    np.testing.assert_array_equal(values["w"], np.arange(5.0) + 1)
+    np.testing.assert_array_equal(coords, COORDS)
+
+
+def test_bad_input_and_paths(tmp_path):
+    with _writer(tmp_path / "run.nc") as writer:
+        with pytest.raises(OutputError, match="unknown snapshot field"):
+            writer.write_snapshot(0.0, {"temperature": np.zeros(5)})
+        with pytest.raises(OutputError, match=r"field w has shape \(4,\), expected \(5,\)"):
+            writer.write_snapshot(0.0, {"w": np.zeros(4)})
+        assert writer.n_snapshots == 0
+    with pytest.raises(OutputError, match="already closed"):
+        writer.write_snapshot(0.0, {"w": np.zeros(5)})
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(OutputError, match=str(blocker / "run.nc")):
+        _writer(blocker / "run.nc")
+    with pytest.raises(OutputError, match="mesh must have coords"):
+        SnapshotWriter(tmp_path / "x.nc", types.SimpleNamespace(coords=COORDS, tets=TETS[:, :3]),
+                       config_yaml="", version="0")
+
+
+def test_reader_errors(tmp_path):
+    with pytest.raises(OutputError, match="absent.nc: cannot open"):
+        read_last_snapshot(tmp_path / "absent.nc")
+    empty = tmp_path / "empty.nc"
+    _writer(empty).close()
+    with pytest.raises(OutputError, match="no snapshot"):
+        read_last_snapshot(empty)
+    other = tmp_path / "other.nc"
+    with netCDF4.Dataset(other, "w") as ds:
+        ds.createDimension("n", 1)
+    with pytest.raises(OutputError, match="not a dycore output file"):
+        read_last_snapshot(other)
