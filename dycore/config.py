@@ -5,7 +5,7 @@ defaults live; ``dycore config --reference`` prints them as Markdown)::
 
     case:     which test case and overrides of its own parameters
     mesh:     terrain-following mesh size, grading and node numbering
-    physics:  Coriolis parameter, viscosities, diffusivities, pressure stabilisation (DESIGN §2-3)
+    physics:  Coriolis parameter, viscosities, diffusivities, KMK stabilisation (DESIGN.md §2-3)
     time:     time step, end time, theta-scheme and Picard iteration (DESIGN.md §4)
     solvers:  Krylov method, preconditioner and tolerances per linear system
     backend:  cpu / gpu, host or device solvers, assembly mode, strict floating point
@@ -318,6 +318,7 @@ class Config(_Section):
         """The YAML file this configuration was loaded from (None when built in code)."""
         return self._source_path
 
+    @property
     def output_path(self) -> Path:
         """``output.path`` with ``{case}`` and ``{config}`` (file stem or 'default') filled in."""
         stem = self._source_path.stem if self._source_path is not None else "default"

@@ -2,7 +2,7 @@
 
 File layout (CF-1.8, UGRID-1.0 fully 3-D mesh)::
 
-    dimensions: time (unlimited), step (unlimited), nodes, cells, four = 4, picard
+    dimensions: time, step, picard (unlimited); nodes, cells, four = 4
     mesh                       UGRID mesh topology (cf_role = "mesh_topology", 3-D)
     x, y, z (nodes)            node coordinates [m]
     cell_nodes (cells, four)   tetrahedron -> node connectivity, 0-based, int32
@@ -11,7 +11,8 @@ File layout (CF-1.8, UGRID-1.0 fully 3-D mesh)::
     u v w p theta_prime q_v q_c q_r (time, nodes)   node fields, float64
     step, diag_time, max_abs_w, ... (step)          per-step diagnostics
     picard_change (step, picard)                    max-norm change per Picard iteration, NaN-padded
-    group timers                                    stage-timer table (also a JSON attribute)
+    group timers                                    stage-timer table (also JSON and text
+                                                    global attributes timers, timers_table)
 
 Every :meth:`SnapshotWriter.write_snapshot` and :meth:`SnapshotWriter.write_diagnostics` ends with
 ``sync()``, so a run that is killed keeps every record it finished (STYLE.md principle 6).
@@ -85,8 +86,6 @@ class SnapshotWriter:
         ``dycore.__version__`` (global attribute ``dycore_version``).
     title : str
         Global attribute ``title``.
-    picard_iterations : int
-        Length of the ``picard`` dimension (``time.nonlinear_iterations``).
 
     Raises
     ------
@@ -101,7 +100,7 @@ class SnapshotWriter:
     """
 
     def __init__(self, path: str | Path, mesh: Any, *, config_yaml: str, version: str,
-                 title: str = "dycore mountain-wave simulation", picard_iterations: int = 2):
+                 title: str = "dycore mountain-wave simulation"):
         self.path = Path(path)
         self._ds = None
         coords = np.ascontiguousarray(mesh.coords, dtype=REAL)
@@ -110,7 +109,6 @@ class SnapshotWriter:
             raise OutputError(f"{self.path}: mesh must have coords (nnodes, 3) and tets "
                               f"(nele, 4); got {coords.shape} and {tets.shape}")
         self.nnodes = coords.shape[0]
-        self.picard_iterations = int(picard_iterations)
         self._n_time = 0
         self._n_step = 0
         netCDF4 = _import_netcdf4()
@@ -134,7 +132,7 @@ class SnapshotWriter:
         ds.createDimension("nodes", coords.shape[0])
         ds.createDimension("cells", tets.shape[0])
         ds.createDimension("four", NLOC)
-        ds.createDimension("picard", max(self.picard_iterations, 1))
+        ds.createDimension("picard", None)     # grows to the most Picard iterations of a step
 
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         ds.setncatts({
@@ -271,7 +269,7 @@ class SnapshotWriter:
         diag : mapping
             Scalars by name (:data:`DIAGNOSTICS` gives the known ones; other names get a new
             float64 variable on ``step`` at first use); ``picard_change``: sequence of at most
-            ``picard_iterations`` floats; ``solver_iterations``: optional mapping
+            floats (one per Picard iteration done); ``solver_iterations``: optional mapping
             ``{system: count}`` stored as ``solver_iterations_<system>``; ``solver_iterations_*``
             values may be sequences (one count per solve), summed.
 
@@ -283,19 +281,13 @@ class SnapshotWriter:
         Raises
         ------
         OutputError
-            Too many Picard values, a non-scalar value, or a write error (names the file).
+            A non-scalar value, or a write error (names the file).
         """
         diag = dict(diag)
         for system, count in dict(diag.pop("solver_iterations", None) or {}).items():
             diag[f"solver_iterations_{system}"] = count
         picard = diag.pop("picard_change", None)
-        row = np.full(max(self.picard_iterations, 1), np.nan)
-        if picard is not None:
-            picard = np.atleast_1d(np.asarray(picard, dtype=REAL))
-            if picard.size > row.size:
-                raise OutputError(f"{self.path}: {picard.size} Picard changes for a file made "
-                                  f"for at most {row.size} Picard iterations")
-            row[:picard.size] = picard
+        picard = np.zeros(0) if picard is None else np.asarray(picard, dtype=REAL).ravel()
         scalars = {}
         for name, value in diag.items():
             if name.startswith("solver_iterations_") and np.ndim(value) == 1:
@@ -309,7 +301,8 @@ class SnapshotWriter:
             ds = self._dataset()
             ds.variables["step"][index] = int(step)
             ds.variables["diag_time"][index] = float(t)
-            ds.variables["picard_change"][index, :] = row
+            if picard.size:
+                ds.variables["picard_change"][index, :picard.size] = picard
             for name, value in scalars.items():
                 self._diagnostic_variable(name)[index] = value
             ds.sync()
@@ -319,15 +312,19 @@ class SnapshotWriter:
         self._n_step += 1
         return index
 
-    def write_timers(self, table: Mapping[str, Mapping[str, Any]]) -> None:
+    def write_timers(self, table: Mapping[str, Mapping[str, Any]], text: str | None = None
+                     ) -> None:
         """Store the stage-timer table: global attribute ``timers`` (JSON) and group ``timers``.
 
         Parameters
         ----------
         table : mapping of stage name to mapping of column to number
-            e.g. ``{"assemble.momentum": {"calls": 600, "total_s": 12.5, "mean_s": 0.0208}}``.
-            The group holds ``stage`` (names) and one float64 variable per column (NaN where a
-            stage lacks the column). A later call replaces the table.
+            e.g. ``{"assemble.momentum": {"calls": 600, "total_ms": 12.5, "mean_ms": 0.0208}}``.
+            The group holds ``stage_name`` and one float64 variable per column (NaN where a
+            stage lacks the column; units from a ``_s`` / ``_ms`` suffix). A later call replaces
+            the table.
+        text : str, optional
+            The table as printed (global attribute ``timers_table``).
 
         Raises
         ------
@@ -341,6 +338,8 @@ class SnapshotWriter:
         try:
             ds = self._dataset()
             ds.setncattr("timers", json.dumps(table, default=float))
+            if text is not None:
+                ds.setncattr("timers_table", text)
             group = ds.groups["timers"] if "timers" in ds.groups else ds.createGroup("timers")
             if "stage" not in group.dimensions:
                 group.createDimension("stage", None)
@@ -357,8 +356,9 @@ class SnapshotWriter:
                     var = group.variables[col]
                 else:
                     var = group.createVariable(col, "f8", ("stage",), fill_value=np.nan)
-                if col.endswith("_s"):
-                    var.units = "s"
+                for suffix, units in (("_s", "s"), ("_ms", "ms")):
+                    if col.endswith(suffix):
+                        var.units = units
             n = max(len(table), old)
             for col, var in group.variables.items():
                 if col == "stage_name":

@@ -128,7 +128,7 @@ def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
 
     def run_from_config(config, *, max_steps=None):
         calls.append((config, max_steps))
-        return types.SimpleNamespace(output_path=config.output_path(), steps=7, t=70.0,
+        return types.SimpleNamespace(output_path=config.output_path, steps=7, t=70.0,
                                      wall_time=1.25, timers_table="stage  calls  total [s]")
 
     fake = types.ModuleType("dycore.timestepping.simulation")

@@ -70,7 +70,7 @@ def test_defaults():
     assert config.backend.assembly == "atomic" and config.backend.threads == 0
     assert config.output.path == "output/{case}.nc" and config.output.output_interval == 300.0
     assert config.source_path is None
-    assert config.output_path() == Path("output/mountainwave3d.nc")
+    assert config.output_path == Path("output/mountainwave3d.nc")
 
 
 def test_empty_file_gives_defaults(tmp_path):
@@ -258,7 +258,7 @@ def test_overrides_applied():
     assert (config.backend.name, config.backend.solver_mode) == ("gpu", "device")
     assert config.backend.assembly == "atomic"   # untouched sibling key kept from the file
     assert config.mesh.nx == 20
-    assert config.output_path() == Path("elsewhere/mountainwave3d_small-mountainwave3d.nc")
+    assert config.output_path == Path("elsewhere/mountainwave3d_small-mountainwave3d.nc")
     assert config.output.progress is False
 
 

@@ -103,34 +103,35 @@ def test_fields_left_out_are_nan_and_reader_returns_last(tmp_path):
 
 def test_diagnostics(tmp_path):
     path = tmp_path / "run.nc"
-    with _writer(path, picard_iterations=3) as writer:
+    with _writer(path) as writer:
         writer.write_diagnostics(1, 10.0, {
             "max_abs_w": 0.5, "kinetic_energy": 2.0e9, "max_abs_div_u": 1e-12,
             "picard_change": [1e-2, 1e-5], "picard_iterations": 2,
             "solver_iterations": {"pressure": [12, 10], "momentum": 7, "tracer": [3, 3, 3, 3]}})
         writer.write_diagnostics(2, 20.0, {"max_abs_w": 0.75, "picard_change": [1e-3, 1e-6, 1e-9],
                                            "solver_iterations_pressure": 9, "cfl": 0.4})
-        with pytest.raises(OutputError, match="4 Picard changes"):
-            writer.write_diagnostics(3, 30.0, {"picard_change": [1, 2, 3, 4]})
+        writer.write_diagnostics(3, 30.0, {"max_abs_w": 0.5, "picard_change": [2e-3]})
         with pytest.raises(OutputError, match="must be a scalar"):
             writer.write_diagnostics(3, 30.0, {"max_abs_w": [1.0, 2.0]})
     with netCDF4.Dataset(path) as ds:
         ds.set_auto_mask(False)
-        assert len(ds.dimensions["step"]) == 2 and len(ds.dimensions["picard"]) == 3
-        np.testing.assert_array_equal(ds["step"][:], [1, 2])
-        np.testing.assert_array_equal(ds["diag_time"][:], [10.0, 20.0])
-        np.testing.assert_array_equal(ds["max_abs_w"][:], [0.5, 0.75])
+        # picard grows to the most iterations of any step; shorter rows are NaN-padded
+        assert len(ds.dimensions["step"]) == 3 and len(ds.dimensions["picard"]) == 3
+        np.testing.assert_array_equal(ds["step"][:], [1, 2, 3])
+        np.testing.assert_array_equal(ds["diag_time"][:], [10.0, 20.0, 30.0])
+        np.testing.assert_array_equal(ds["max_abs_w"][:], [0.5, 0.75, 0.5])
         assert ds["max_abs_w"].units == "m s-1"
         change = ds["picard_change"][:]
         np.testing.assert_array_equal(change[0, :2], [1e-2, 1e-5])
         assert np.isnan(change[0, 2])
         np.testing.assert_array_equal(change[1], [1e-3, 1e-6, 1e-9])
-        np.testing.assert_array_equal(ds["solver_iterations_pressure"][:], [22, 9])
-        np.testing.assert_array_equal(ds["solver_iterations_momentum"][:], [7, -1])
-        np.testing.assert_array_equal(ds["solver_iterations_tracer"][:], [12, -1])
+        assert change[2, 0] == 2e-3 and np.isnan(change[2, 1:]).all()
+        np.testing.assert_array_equal(ds["solver_iterations_pressure"][:], [22, 9, -1])
+        np.testing.assert_array_equal(ds["solver_iterations_momentum"][:], [7, -1, -1])
+        np.testing.assert_array_equal(ds["solver_iterations_tracer"][:], [12, -1, -1])
         assert ds["kinetic_energy"][0] == 2.0e9 and np.isnan(ds["kinetic_energy"][1])
         cfl = ds["cfl"][:]                                     # a new diagnostic: new variable
-        assert np.isnan(cfl[0]) and cfl[1] == 0.4
+        assert np.isnan(cfl[0]) and cfl[1] == 0.4 and np.isnan(cfl[2])
 
 
 def test_timers(tmp_path):
@@ -139,9 +140,10 @@ def test_timers(tmp_path):
              "solve.pressure": {"calls": 600, "total_s": 30.0}}
     with _writer(path) as writer:
         writer.write_timers({"old": {"calls": 1}, "older": {"calls": 2}, "oldest": {"calls": 3}})
-        writer.write_timers(table)                      # a later call replaces the table
+        writer.write_timers(table, "stage  calls\n...")  # a later call replaces the table
     with netCDF4.Dataset(path) as ds:
         assert json.loads(ds.timers) == table
+        assert ds.timers_table == "stage  calls\n..."
         group = ds.groups["timers"]
         names = list(group["stage_name"][:])
         assert names[:2] == ["assemble.momentum", "solve.pressure"] and names[2] == ""
@@ -151,6 +153,17 @@ def test_timers(tmp_path):
         assert group["total_s"].units == "s"
         mean = np.ma.filled(group["mean_s"][:], np.nan)
         assert mean[0] == 0.0208 and np.isnan(mean[1])
+
+
+def test_timer_units_from_suffix(tmp_path):
+    path = tmp_path / "run.nc"
+    with _writer(path) as writer:
+        writer.write_timers({"step": {"calls": np.int64(3), "total_ms": 9.0, "mean_ms": 3.0}})
+    with netCDF4.Dataset(path) as ds:
+        group = ds.groups["timers"]
+        assert group["total_ms"].units == "ms" and group["mean_ms"][0] == 3.0
+        assert json.loads(ds.timers) == {"step": {"calls": 3.0, "total_ms": 9.0,
+                                                  "mean_ms": 3.0}}
 
 
 _KILLED_RUN = textwrap.dedent("""

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""The one GPU-machine script: CPU-vs-GPU equality and timings of every kernel and of the step.
+
+Run on the H200 (see scripts/gpu_check.sh, which prepares the offline environment first):
+
+    python3 scripts/gpu_check.py [--config configs/mountainwave3d.yaml] [--parts kernels,steps,compare]
+
+Parts
+-----
+kernels : every assembly kernel (tracer, momentum, C, K_p, lumped mass) on the configured mesh:
+          GPU atomic and deterministic (CUDA events, warm-up excluded, median and min–max of N),
+          the @njit path on 1 core and on all cores (perf_counter, median of N), and the largest
+          CPU-vs-GPU difference of each assembled matrix / rhs.
+steps   : per-step time of the whole Picard step: GPU + device solvers, GPU + host solvers,
+          CPU all cores (and one CPU step on 1 core), with the stage tables.
+compare : N steps on the CPU and on the GPU in host-solver mode from the same initial state;
+          the largest |Δ| of w and θ' (and every field) after N steps.
+
+Everything printed is also written to $OUT (or ./gpu_out) as gpu_check.json and gpu_check.txt.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dycore.backend._numpy_compat  # noqa: E402,F401  (before the first kernel compile)
+
+LOG: list[str] = []
+
+
+def say(msg: str = "") -> None:
+    print(msg, flush=True)
+    LOG.append(msg)
+
+
+def stats(ms: list[float]) -> dict:
+    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "n": len(ms)}
+
+
+def time_gpu(fn, repeat: int, warmup: int = 2) -> dict:
+    """Median of ``repeat`` CUDA-event timings of ``fn`` after ``warmup`` calls."""
+    from numba import cuda
+    for _ in range(warmup):
+        fn()
+    cuda.synchronize()
+    out = []
+    for _ in range(repeat):
+        a, b = cuda.event(timing=True), cuda.event(timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(cuda.event_elapsed_time(a, b))
+    return stats(out)
+
+
+def time_cpu(fn, repeat: int, warmup: int = 1) -> dict:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return stats(out)
+
+
+def copy_bandwidth(repeat: int = 20) -> dict:
+    """Device-to-device copy of 2 GiB, bytes read + written per second (GB/s)."""
+    import cupy as cp
+    n = (1 << 31) // 8
+    a = cp.random.random(n)
+    b = cp.empty_like(a)
+    t = time_gpu(lambda: b.__setitem__(slice(None), a), repeat)
+    t["GB_per_s"] = 2 * a.nbytes / (t["median_ms"] * 1e-3) / 1e9
+    return t
+
+
+def machine_info() -> dict:
+    from numba import cuda
+    import numba
+    info = {"python": platform.python_version(), "numpy": np.__version__,
+            "numba": numba.__version__, "cpu_cores": os.cpu_count()}
+    try:
+        import cupy
+        info["cupy"] = cupy.__version__
+    except ImportError:
+        pass
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    info["gpu"] = name
+    try:
+        info["nvidia_smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem",
+             "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception as exc:  # noqa: BLE001
+        info["nvidia_smi"] = f"unavailable: {exc}"
+    return info
+
+
+def max_diff(a, b) -> dict:
+    a = np.asarray(a, float)
+    b = np.asarray(b, float)
+    d = np.abs(a - b)
+    scale = np.abs(a).max() or 1.0
+    return {"max_abs": float(d.max()), "max_rel_to_max": float(d.max() / scale),
+            "n_differ": int(np.count_nonzero(d))}
+
+
+def part_kernels(cfg, repeat: int, results: dict) -> None:
+    import numba
+    from numba import cuda
+    from dycore.assembly.sparsity import build_sparsity
+    from dycore.backend.cpu import CPUBackend
+    from dycore.backend.gpu import GPUBackend
+    from dycore.diagnostics.timers import StageTimers
+    import cases
+
+    case = cases.load_case(cfg.case.name)
+    params = cfg.case.build_parameters()
+    m = cfg.mesh
+    mesh = case.build_mesh(params, nx=m.nx, ny=m.ny, nz=m.nz, dx_min=m.dx_min, dz_min=m.dz_min,
+                           renumber=m.renumber, shuffle=m.shuffle, seed=m.seed)
+    sp_ = build_sparsity(mesh.tets, mesh.nnodes)
+    say(f"mesh: {mesh.nnodes} nodes, {mesh.nele} tetrahedra, {sp_.nnz} nonzeros")
+    results["mesh"] = {"nodes": mesh.nnodes, "tets": mesh.nele, "nnz": sp_.nnz}
+    cpu = CPUBackend()
+    nthreads = numba.get_num_threads()
+    ca = cpu.assembler(mesh, sp_, StageTimers())
+    gb = {mode: GPUBackend(assembly=mode) for mode in ("atomic", "deterministic")}
+    ga = {mode: b.assembler(mesh, sp_, StageTimers()) for mode, b in gb.items()}
+    rng = np.random.default_rng(0)
+    n = mesh.nnodes
+    host = dict(u_nl=10 + rng.standard_normal((n, 3)), u_old=10 + rng.standard_normal((n, 3)),
+                c=rng.standard_normal(n), src=rng.standard_normal(n),
+                sigma=rng.uniform(0, 0.005, n), cref=rng.standard_normal(n),
+                p=rng.standard_normal(n), b=rng.standard_normal(n))
+    dev = {k: gb["atomic"].to_device(v) for k, v in host.items()}
+
+    def ops(asm, d):
+        return {
+            "tracer matrix+rhs": lambda: asm.tracer("t", d["u_nl"], d["c"], d["src"], d["sigma"],
+                                                   d["cref"], (5.0, 5.0, 1.0), 5.0),
+            "tracer rhs only": lambda: asm.tracer("t", d["u_nl"], d["c"], d["src"], d["sigma"],
+                                                 d["cref"], (5.0, 5.0, 1.0), 5.0,
+                                                 want_matrix=False),
+            "momentum (BCSR) matrix+rhs": lambda: asm.momentum(
+                d["u_nl"], d["u_old"], d["b"], d["p"], d["sigma"], (10.0, 0.0, 0.0),
+                (5.0, 5.0, 1.0), 1e-4, 5.0),
+            "divergence C": lambda: asm.divergence(),
+            "stabilisation K_p (get_edge_lengths)": lambda: asm.stabilisation(),
+            "lumped mass": lambda: asm.lumped_mass(),
+        }
+
+    table = {}
+    for name in ops(ca, host):
+        row = {}
+        ref = ops(ca, host)[name]()
+        ref = [np.array(r, copy=True) for r in ref if r is not None]
+        row["cpu_all_cores"] = time_cpu(ops(ca, host)[name], max(3, repeat // 4))
+        numba.set_num_threads(1)
+        row["cpu_1_core"] = time_cpu(ops(ca, host)[name], 3)
+        numba.set_num_threads(nthreads)
+        for mode, asm in ga.items():
+            f = ops(asm, dev)[name]
+            row[f"gpu_{mode}"] = time_gpu(f, repeat)
+            got = [gb[mode].to_host(r) for r in f() if r is not None]
+            cuda.synchronize()
+            row[f"diff_{mode}"] = [max_diff(r, g) for r, g in zip(ref, got)]
+        row["speedup_vs_1_core"] = row["cpu_1_core"]["median_ms"] / row["gpu_atomic"]["median_ms"]
+        row["speedup_vs_all_cores"] = (row["cpu_all_cores"]["median_ms"]
+                                       / row["gpu_atomic"]["median_ms"])
+        table[name] = row
+        say(f"{name:38s} GPU atomic {row['gpu_atomic']['median_ms']:8.3f} ms "
+            f"[{row['gpu_atomic']['min_ms']:.3f}-{row['gpu_atomic']['max_ms']:.3f}]  "
+            f"det {row['gpu_deterministic']['median_ms']:8.3f} ms  "
+            f"CPU 1c {row['cpu_1_core']['median_ms']:9.2f} ms  "
+            f"{nthreads}c {row['cpu_all_cores']['median_ms']:8.2f} ms  "
+            f"x{row['speedup_vs_1_core']:.0f} / x{row['speedup_vs_all_cores']:.1f}  "
+            f"maxdiff atomic {max(d['max_rel_to_max'] for d in row['diff_atomic']):.2e} "
+            f"det {max(d['max_rel_to_max'] for d in row['diff_deterministic']):.2e}")
+    results["kernels"] = table
+    results["cpu_threads"] = nthreads
+
+
+def _run_steps(cfg, nsteps: int, backend_over: dict, label: str):
+    from dycore.config import Config
+    from dycore.timestepping.simulation import build_simulation
+    c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
+                                                               **backend_over}})
+    t0 = time.perf_counter()
+    sim = build_simulation(c)
+    build = time.perf_counter() - t0
+    sim.step()                                   # warm-up (JIT, AMG set-up); counted apart
+    sim.backend.synchronize()
+    times = []
+    for _ in range(nsteps - 1):
+        t0 = time.perf_counter()
+        d = sim.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    say(f"{label:34s} build {build:6.1f} s, step median {statistics.median(times):9.1f} ms "
+        f"[{min(times):.1f}-{max(times):.1f}] over {len(times)} steps after 1 warm-up; "
+        f"max|w| {d['max_abs_w']:.4f} iters {d['solver_iterations_pressure']}/"
+        f"{d['solver_iterations_momentum']}/{d['solver_iterations_tracer']}")
+    return sim, {"build_s": build, "step": stats(times), "last_diag": d,
+                 "timers": sim.timers.as_dict(), "table": sim.timers.table(label)}
+
+
+def part_steps(cfg, nsteps: int, results: dict) -> None:
+    import numba
+    out = {}
+    for label, over in (("gpu + device solvers (atomic)", {"name": "gpu", "solver_mode": "device",
+                                                          "assembly": "atomic"}),
+                        ("gpu + host solvers (atomic)", {"name": "gpu", "solver_mode": "host",
+                                                        "assembly": "atomic"})):
+        _, out[label] = _run_steps(cfg, nsteps, over, label)
+    nthreads = numba.get_num_threads()
+    _, out[f"cpu {nthreads} cores"] = _run_steps(cfg, max(3, nsteps // 4), {"name": "cpu"},
+                                                 f"cpu {nthreads} cores")
+    numba.set_num_threads(1)
+    _, out["cpu 1 core"] = _run_steps(cfg, 2, {"name": "cpu", "threads": 1}, "cpu 1 core")
+    numba.set_num_threads(nthreads)
+    for k, v in out.items():
+        say(v["table"])
+    results["steps"] = out
+
+
+def part_compare(cfg, nsteps: int, results: dict) -> None:
+    from dycore.config import Config
+    from dycore.timestepping.simulation import build_simulation
+    sims = {}
+    for label, over in (("cpu", {"name": "cpu"}),
+                        ("gpu-host-atomic", {"name": "gpu", "solver_mode": "host",
+                                             "assembly": "atomic"})):
+        c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
+                                                                   **over}})
+        sims[label] = build_simulation(c)
+    t0 = time.perf_counter()
+    for k in range(nsteps):
+        for s in sims.values():
+            s.step()
+    fc = sims["cpu"].host_fields()
+    fg = sims["gpu-host-atomic"].host_fields()
+    diffs = {k: max_diff(fc[k], fg[k]) for k in fc}
+    say(f"CPU vs GPU (host solvers, atomic, FMA on) after {nsteps} steps "
+        f"(t = {sims['cpu'].state.t:g} s, {time.perf_counter() - t0:.0f} s wall):")
+    for k, d in diffs.items():
+        say(f"  {k:12s} max |diff| {d['max_abs']:.3e}   (max |field| "
+            f"{np.abs(fc[k]).max():.3e})")
+    results["compare"] = {"steps": nsteps, "t": sims["cpu"].state.t, "diffs": diffs}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/mountainwave3d.yaml")
+    ap.add_argument("--parts", default="kernels,steps,compare")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--compare-steps", type=int, default=20)
+    ap.add_argument("--mesh", default=None, help="override nx,ny,nz e.g. 24,24,20")
+    args = ap.parse_args()
+    from dycore.config import load_config
+    over = {"output": {"progress": False}}
+    if args.mesh:
+        nx, ny, nz = (int(v) for v in args.mesh.split(","))
+        over["mesh"] = {"nx": nx, "ny": ny, "nz": nz}
+    cfg = load_config(args.config, over)
+    out = Path(os.environ.get("OUT", "gpu_out"))
+    out.mkdir(parents=True, exist_ok=True)
+    results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "config": args.config,
+               "machine": machine_info()}
+    say(json.dumps(results["machine"]))
+    results["copy_bandwidth"] = copy_bandwidth()
+    say(f"device copy bandwidth: {results['copy_bandwidth']['GB_per_s']:.0f} GB/s (2 GiB D2D, "
+        f"read+write, median of {results['copy_bandwidth']['n']})")
+    parts = args.parts.split(",")
+    try:
+        if "kernels" in parts:
+            part_kernels(cfg, args.repeat, results)
+        if "steps" in parts:
+            part_steps(cfg, args.steps, results)
+        if "compare" in parts:
+            part_compare(cfg, args.compare_steps, results)
+    finally:
+        (out / "gpu_check.json").write_text(json.dumps(results, indent=1, default=str))
+        (out / "gpu_check.txt").write_text("\n".join(LOG) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
