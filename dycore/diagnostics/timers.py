@@ -52,6 +52,12 @@ class StageTimers:
             if len(self._pending) > 4096:
                 self._resolve()
 
+    def reset(self) -> None:
+        """Forget everything timed so far (e.g. after a warm-up step)."""
+        self._resolve()
+        self.total_ms.clear()
+        self.calls.clear()
+
     def _resolve(self) -> None:
         for name, start, stop in self._pending:
             self.total_ms[name] += start.elapsed_ms(stop)

@@ -54,11 +54,9 @@ class DeviceAMG:
     """
 
     def __init__(self, a_host, cp, csr_matrix, sweeps: int = 2, omega: float = 2.0 / 3.0):
-        import pyamg
+        from dycore.solvers.linear import amg_hierarchy
 
-        ml = pyamg.smoothed_aggregation_solver(
-            a_host.tocsr(), symmetry="symmetric", max_coarse=500,
-            smooth=("jacobi", {"omega": 4.0 / 3.0, "weighting": "local"}))
+        ml = amg_hierarchy(a_host)
         self.cp, self.sweeps, self.omega = cp, sweeps, omega
         self.levels = []
         for lev in ml.levels[:-1]:
