@@ -8,7 +8,7 @@ import math
 
 from dycore.fem._jit import element_function
 
-__all__ = ["eig3_jacobi", "eig3_closed_form", "JACOBI_MAX_SWEEPS", "JACOBI_RTOL"]
+__all__ = ["eig3_jacobi", "eig3_closed_form", "JACOBI_MAX_SWEEPS", "JACOBI_RTOL", "JACOBI_ATOL"]
 
 #: hard cap on Jacobi sweeps (3-6 are typical; the cap is reached only for NaN input)
 JACOBI_MAX_SWEEPS = 50
@@ -69,7 +69,7 @@ def eig3_jacobi(a, evals, evecs):
     for i in range(3):
         for j in range(i, 3):
             v = abs(a[i, j])
-            if v > anorm:
+            if v > anorm or v != v:
                 anorm = v
     floor = JACOBI_ATOL * anorm
     for i in range(3):
@@ -281,7 +281,7 @@ def eig3_closed_form(a, evals, evecs):
     for i in range(3):
         for j in range(i, 3):
             v = abs(a[i, j])
-            if v > scale:
+            if v > scale or v != v:  # a NaN sticks, so NaN input gives NaN eigenvalues
                 scale = v
     for i in range(3):
         for j in range(3):

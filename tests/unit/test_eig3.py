@@ -142,3 +142,12 @@ def test_both_methods_agree():
         np.testing.assert_allclose(ej, ec, rtol=0, atol=1e-13 * np.abs(ej).max())
         # same eigenvectors up to sign (eigenvalues of B B^T are distinct a.s.)
         np.testing.assert_allclose(np.abs(vj.T @ vc), np.eye(3), rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_nan_input_gives_nan_without_raising(method):
+    A = np.array([[1.0, 2.0, np.nan], [2.0, 1.0, 0.5], [np.nan, 0.5, 3.0]])
+    ret, evals, evecs = decompose(method, A)
+    assert np.all(np.isnan(evals))
+    if method == "jacobi":
+        assert ret == JACOBI_MAX_SWEEPS
