@@ -245,9 +245,10 @@ def _compare_worker(cfg_json: str, over: dict, nsteps: int, out_npz: str) -> Non
     c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
                                                                **over}})
     sim = build_simulation(c)
-    for _ in range(nsteps):
+    for k in range(1, nsteps + 1):
         sim.step()
-    np.savez(out_npz, t=sim.state.t, **sim.host_fields())
+        if k % 5 == 0 or k == nsteps:                 # checkpoints survive a time-out
+            np.savez(f"{out_npz}.{k}.npz", t=sim.state.t, **sim.host_fields())
 
 
 def part_compare(cfg, nsteps: int, results: dict) -> None:
@@ -258,12 +259,22 @@ def part_compare(cfg, nsteps: int, results: dict) -> None:
     t0 = time.perf_counter()
     ctx = mp.get_context("spawn")                 # never fork a process that holds a CUDA context
     cpu = ctx.Process(target=_compare_worker,
-                      args=(cfg.model_dump_json(), {"name": "cpu"}, nsteps, str(tmp / "cpu.npz")))
+                      args=(cfg.model_dump_json(), {"name": "cpu"}, nsteps, str(tmp / "cpu")))
     cpu.start()
-    _compare_worker(cfg.model_dump_json(), {"name": "gpu", "solver_mode": "host",
-                                            "assembly": "atomic"}, nsteps, str(tmp / "gpu.npz"))
-    cpu.join()
-    fc, fg = dict(np.load(tmp / "cpu.npz")), dict(np.load(tmp / "gpu.npz"))
+    try:
+        _compare_worker(cfg.model_dump_json(), {"name": "gpu", "solver_mode": "host",
+                                                "assembly": "atomic"}, nsteps, str(tmp / "gpu"))
+    finally:
+        cpu.join(timeout=float(os.environ.get("DYCORE_COMPARE_WAIT", "120")))
+        if cpu.is_alive():
+            cpu.terminate()
+    done = [k for k in range(nsteps, 0, -1)
+            if (tmp / f"cpu.{k}.npz").exists() and (tmp / f"gpu.{k}.npz").exists()]
+    if not done:
+        say("compare: no common checkpoint")
+        return
+    nsteps = done[0]
+    fc, fg = dict(np.load(tmp / f"cpu.{nsteps}.npz")), dict(np.load(tmp / f"gpu.{nsteps}.npz"))
     t = float(fc.pop("t"))
     fg.pop("t")
     diffs = {k: max_diff(fc[k], fg[k]) for k in fc}

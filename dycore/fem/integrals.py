@@ -41,7 +41,9 @@ def ele_val_at_quad(n, ele_val, out):
 
 @element_function
 def ele_vector_at_quad(n, ele_val, out):
-    """Interpolate a nodal vector to the quadrature points: ``out[g,d] = sum_i n[g,i] ele_val[i,d]``.
+    """Interpolate a nodal vector to the quadrature points.
+
+    ``out[g, d] = sum_i n[g, i] ele_val[i, d]``.
 
     Parameters
     ----------

@@ -134,8 +134,9 @@ class DeviceSystems:
             x, info = cg(op, b, x0=x0, rtol=cfg.rtol, atol=cfg.atol,
                          maxiter=cfg.max_iterations, M=m)
         else:
+            # cupyx counts maxiter in inner iterations (SciPy counts restart cycles)
             x, info = gmres(op, b, x0=x0, rtol=cfg.rtol, atol=cfg.atol, restart=cfg.restart,
-                            maxiter=max(1, cfg.max_iterations // cfg.restart), M=m)
+                            maxiter=cfg.max_iterations, M=m)
         if info != 0:
             raise SolverDivergedError(f"{name} solve ({cfg.method}, device) did not converge: "
                                       f"info={info} after {count[0]} matrix-vector products "
