@@ -122,7 +122,7 @@ class MeshConfig(_Section):
     nz: int = _field(40, unit="cells", description="cells along z (vertical)", ge=1)
     dx_min: float = _field(250.0, unit="m",
                            description="horizontal spacing at the mountain (graded outwards)", gt=0)
-    dz_min: float = _field(50.0, unit="m",
+    dz_min: float = _field(125.0, unit="m",
                            description="vertical spacing at the ground (graded upwards)", gt=0)
     renumber: Literal["none", "rcm"] = _field("rcm", unit="-",
                                               description="node renumbering: none or reverse "

@@ -54,7 +54,7 @@ def _error_lines(path: Path, overrides=None) -> list[str]:
 def test_defaults():
     config = default_config()
     assert (config.mesh.nx, config.mesh.ny, config.mesh.nz) == (48, 48, 40)
-    assert (config.mesh.dx_min, config.mesh.dz_min) == (250.0, 50.0)
+    assert (config.mesh.dx_min, config.mesh.dz_min) == (250.0, 125.0)
     assert config.mesh.renumber == "rcm" and config.mesh.shuffle is False
     assert config.physics.nu_h == 5.0 and config.physics.kappa_q_v == 1.0
     assert config.physics.stabilisation == 1.0 and config.physics.coriolis_f == 0.0
@@ -91,7 +91,7 @@ def test_shipped_config_sizes():
     assert {"mountainwave3d.yaml", "mountainwave3d_small.yaml"} <= names
     big = load_config(REPO / "configs" / "mountainwave3d.yaml").mesh
     small = load_config(REPO / "configs" / "mountainwave3d_small.yaml").mesh
-    assert (big.nx, big.ny, big.nz, big.dx_min, big.dz_min) == (48, 48, 40, 250.0, 50.0)
+    assert (big.nx, big.ny, big.nz, big.dx_min, big.dz_min) == (48, 48, 40, 250.0, 125.0)
     assert (small.nx, small.ny, small.nz, small.dx_min, small.dz_min) == (20, 20, 12, 500.0,
                                                                           150.0)
     assert 6 * small.nx * small.ny * small.nz == 28_800
