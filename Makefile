@@ -1,0 +1,40 @@
+# dycore — the two commands a new user needs:
+#   make run    install, run the small mountain-wave case to t = 3000 s, draw w  (~3 min, 2 cores)
+#   make test   install, run the test suite (GPU kernels under the CUDA simulator)
+PYTHON ?= python3
+CONFIG ?= configs/mountainwave3d_small.yaml
+OUTPUT ?= output/mountainwave3d_small.nc
+
+.PHONY: install run run-paper test regression bench bench-smoke docs gpu-check clean
+
+install:
+	$(PYTHON) -m pip install -q -e ".[test]"
+
+run: install
+	$(PYTHON) -m dycore run $(CONFIG) --output $(OUTPUT)
+	$(PYTHON) -m dycore plot $(OUTPUT)
+
+run-paper: install
+	$(PYTHON) -m dycore run configs/mountainwave3d.yaml --steps 5
+
+test: install
+	$(PYTHON) -m pytest -q tests --ignore=tests/regression
+
+regression: install
+	$(PYTHON) -m pytest -q tests/regression
+
+bench: install
+	$(PYTHON) -m dycore bench configs/mountainwave3d.yaml --json output/bench.json
+
+bench-smoke: install
+	$(PYTHON) -m dycore bench configs/mountainwave3d_small.yaml --mesh 4,4,3 --repeat 2 --backend cpu --json output/bench_smoke.json
+
+docs: install
+	$(PYTHON) -m dycore config --reference > docs/config-reference.md
+
+# on a GPU machine (offline, wheels in .whl/): environment + CPU-vs-GPU checks + timings
+gpu-check:
+	bash scripts/gpu_check.sh
+
+clean:
+	rm -rf output .pytest_cache build *.egg-info
