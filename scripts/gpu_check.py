@@ -237,53 +237,33 @@ def part_steps(cfg, nsteps: int, results: dict) -> None:
     results["steps"] = out
 
 
-def _compare_worker(cfg_json: str, over: dict, nsteps: int, out_npz: str) -> None:
-    """Run ``nsteps`` steps of one backend and save the host fields (own process)."""
+def part_compare(cfg, nsteps: int, results: dict) -> None:
+    """CPU and GPU (host-solver mode) stepped in lockstep from the same initial state.
+
+    Both simulations live in this process (no CPU contention between two runs); the fields are
+    compared every 5 steps and each comparison is printed at once, so a time-out keeps them.
+    """
     from dycore.config import Config
     from dycore.timestepping.simulation import build_simulation
-    cfg = Config.model_validate_json(cfg_json)
-    c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
-                                                               **over}})
-    sim = build_simulation(c)
-    for k in range(1, nsteps + 1):
-        sim.step()
-        if k % 5 == 0 or k == nsteps:                 # checkpoints survive a time-out
-            np.savez(f"{out_npz}.{k}.npz", t=sim.state.t, **sim.host_fields())
-
-
-def part_compare(cfg, nsteps: int, results: dict) -> None:
-    """CPU (spawned process) and GPU host-solver mode (this process) side by side, N steps."""
-    import multiprocessing as mp
-    tmp = Path("/tmp/dycore_compare")
-    tmp.mkdir(exist_ok=True)
+    sims = {}
+    for label, over in (("cpu", {"name": "cpu"}),
+                        ("gpu", {"name": "gpu", "solver_mode": "host", "assembly": "atomic"})):
+        c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
+                                                                   **over}})
+        sims[label] = build_simulation(c)
+    say(f"compare: pressure rtol {cfg.solvers.pressure.rtol:g} (same on both sides)")
     t0 = time.perf_counter()
-    ctx = mp.get_context("spawn")                 # never fork a process that holds a CUDA context
-    cpu = ctx.Process(target=_compare_worker,
-                      args=(cfg.model_dump_json(), {"name": "cpu"}, nsteps, str(tmp / "cpu")))
-    cpu.start()
-    try:
-        _compare_worker(cfg.model_dump_json(), {"name": "gpu", "solver_mode": "host",
-                                                "assembly": "atomic"}, nsteps, str(tmp / "gpu"))
-    finally:
-        cpu.join(timeout=float(os.environ.get("DYCORE_COMPARE_WAIT", "120")))
-        if cpu.is_alive():
-            cpu.terminate()
-    done = [k for k in range(nsteps, 0, -1)
-            if (tmp / f"cpu.{k}.npz").exists() and (tmp / f"gpu.{k}.npz").exists()]
-    if not done:
-        say("compare: no common checkpoint")
-        return
-    nsteps = done[0]
-    fc, fg = dict(np.load(tmp / f"cpu.{nsteps}.npz")), dict(np.load(tmp / f"gpu.{nsteps}.npz"))
-    t = float(fc.pop("t"))
-    fg.pop("t")
-    diffs = {k: max_diff(fc[k], fg[k]) for k in fc}
-    say(f"CPU vs GPU (host solvers, atomic, FMA on) after {nsteps} steps "
-        f"(t = {t:g} s, {time.perf_counter() - t0:.0f} s wall):")
-    for k, d in diffs.items():
-        say(f"  {k:12s} max |diff| {d['max_abs']:.3e}   (max |field| "
-            f"{np.abs(fc[k]).max():.3e}, {d['n_differ']} of {fc[k].size} nodes differ)")
-    results["compare"] = {"steps": nsteps, "t": t, "diffs": diffs}
+    rows = []
+    for k in range(1, nsteps + 1):
+        for s in sims.values():
+            s.step()
+        if k % 5 == 0 or k == nsteps:
+            fc, fg = sims["cpu"].host_fields(), sims["gpu"].host_fields()
+            diffs = {f: max_diff(fc[f], fg[f]) for f in fc}
+            rows.append({"step": k, "t": sims["cpu"].state.t, "diffs": diffs})
+            say(f"step {k:3d} t = {sims['cpu'].state.t:6.0f} s ({time.perf_counter() - t0:5.0f} s): "
+                + "  ".join(f"{f} {d['max_abs']:.2e}" for f, d in diffs.items()))
+            results["compare"] = {"rows": rows}
 
 
 def main() -> int:
@@ -294,12 +274,16 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--compare-steps", type=int, default=20)
     ap.add_argument("--mesh", default=None, help="override nx,ny,nz e.g. 24,24,20")
+    ap.add_argument("--pressure-rtol", type=float, default=None,
+                    help="override solvers.pressure.rtol (reported with the results)")
     args = ap.parse_args()
     from dycore.config import load_config
     over = {"output": {"progress": False}}
     if args.mesh:
         nx, ny, nz = (int(v) for v in args.mesh.split(","))
         over["mesh"] = {"nx": nx, "ny": ny, "nz": nz}
+    if args.pressure_rtol is not None:
+        over["solvers"] = {"pressure": {"rtol": args.pressure_rtol}}
     cfg = load_config(args.config, over)
     out = Path(os.environ.get("OUT", "gpu_out"))
     out.mkdir(parents=True, exist_ok=True)
