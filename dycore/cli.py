@@ -1,4 +1,4 @@
-"""The ``dycore`` command line: ``dycore run | plot | config``.
+"""The ``dycore`` command line: ``dycore run | plot | config | validate``.
 
 Each subcommand is one ``_add_<name>(subparsers)`` function that defines its arguments and sets
 its handler; :data:`_COMMANDS` lists them, so a new subcommand (``validate``, ``bench``) is one
@@ -137,9 +137,108 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------------ validate
+def _add_validate(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "validate", help="compare the GPU backend with the CPU path on one configuration",
+        description="Build CONFIG on the CPU and on the GPU (host solvers), compare every "
+                    "assembly kernel on the initial state, step both and compare every field "
+                    "at each output time; write a text/JSON report, a netCDF of the GPU - CPU "
+                    "fields and a PNG of |dw| on y = 0 into --output-dir. GPU assembly and "
+                    "strict FP come from the file's backend section when set there, else "
+                    "deterministic + strict (bitwise mode). Exit status 1 when a difference "
+                    "exceeds the tolerance.")
+    parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
+    parser.add_argument("--t-end", type=_positive_float, metavar="SECONDS",
+                        help="override time.t_end [s]")
+    parser.add_argument("--steps", type=_positive_int, metavar="N",
+                        help="stop after N time steps (default: run to time.t_end)")
+    parser.add_argument("--output-dir", type=Path, default=Path("output/validate"),
+                        metavar="DIR", help="folder for the reports (default: output/validate)")
+    parser.add_argument("--tolerance", type=float, metavar="X",
+                        help="relative tolerance: fail when max|GPU-CPU| > X * max|CPU| for a "
+                             "field or kernel output (default: 0 for deterministic + strict, "
+                             "else 1e-10)")
+    parser.add_argument("--assembly", choices=("atomic", "deterministic"),
+                        help="override the GPU assembly mode")
+    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
+                        help="override strict floating point on the GPU")
+    parser.add_argument("--repeat-gpu", action="store_true",
+                        help="run the GPU twice and compare the final-field SHA-256 hashes "
+                             "(must match with deterministic assembly)")
+    parser.set_defaults(handler=_cmd_validate)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from dycore.config import load_config
+    from dycore.validate import validate
+
+    if args.tolerance is not None and not args.tolerance >= 0:
+        raise ConfigError(f"--tolerance: expected a number >= 0, got {args.tolerance!r}")
+    overrides = {"output": {"progress": False}}
+    if args.t_end is not None:
+        overrides["time"] = {"t_end": args.t_end}
+    config = load_config(args.config, overrides)
+    result = validate(config, steps=args.steps, output_dir=args.output_dir,
+                      tolerance=args.tolerance, repeat_gpu=args.repeat_gpu,
+                      assembly=args.assembly, strict=args.strict)
+    print(result.text(), end="")
+    if not result.passed:
+        _report(f"validate: {result.message}")
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------- bench
+def _add_bench(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="time element kernels, assembly, the time step and its scaling",
+        description="Benchmark tables (DESIGN.md section 8): standalone element kernels (GPU, "
+                    "@njit on 1 core and all cores, GB/s against the measured copy bandwidth), "
+                    "tracer CSR assembly variants, the per-stage time of a step per backend "
+                    "variant, and the step at several mesh sizes. GPU columns appear only where "
+                    "a GPU is usable.")
+    parser.add_argument("config", type=Path, nargs="?", metavar="CONFIG",
+                        help="YAML configuration file (default: all defaults)")
+    parser.add_argument("--backend", choices=("cpu", "gpu", "both"), default="both",
+                        help="paths to time (default: both; the GPU only where usable)")
+    parser.add_argument("--repeat", type=_positive_int, default=10, metavar="N",
+                        help="timed repetitions per kernel after warm-up (default: 10)")
+    parser.add_argument("--steps", type=_positive_int, default=3, metavar="K",
+                        help="timed steps per simulation after 1 warm-up step (default: 3)")
+    parser.add_argument("--mesh", metavar="NX,NY,NZ",
+                        help="override the mesh size (also sets the scaling sizes to 1x, "
+                             "1.5x, 2x of it unless --sizes is given)")
+    parser.add_argument("--sizes", nargs="+", metavar="NXxNYxNZ",
+                        help="scaling mesh sizes (default: 12x12x10 24x24x20 48x48x40 "
+                             "96x96x80)")
+    parser.add_argument("--parts", default="kernels,assembly,steps,scaling",
+                        help="comma-separated subset of kernels,assembly,steps,scaling")
+    parser.add_argument("--block", type=_positive_int, default=128, metavar="THREADS",
+                        help="GPU threads per block of the element kernels (default: 128)")
+    parser.add_argument("--cpu-max-elements", type=_positive_int, default=150_000, metavar="N",
+                        help="skip CPU scaling runs above N tetrahedra (default: 150000)")
+    parser.add_argument("--json", type=Path, metavar="FILE",
+                        help="also write every result and table to FILE as JSON")
+    parser.set_defaults(handler=_cmd_bench)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from dycore.bench import parse_mesh, parse_sizes, run_bench
+
+    run_bench(args.config, backend=args.backend, repeat=args.repeat, steps=args.steps,
+              mesh=parse_mesh(args.mesh) if args.mesh else None,
+              sizes=parse_sizes(args.sizes) if args.sizes else None,
+              parts=[p.strip() for p in args.parts.split(",") if p.strip()],
+              block=args.block, cpu_max_elements=args.cpu_max_elements, json_path=args.json)
+    if args.json is not None:
+        print(f"results: {args.json}")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------------- main
 #: subcommands, in the order ``dycore --help`` lists them
-_COMMANDS = (_add_run, _add_plot, _add_config)
+_COMMANDS = (_add_run, _add_plot, _add_config, _add_validate, _add_bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  dycore run configs/mountainwave3d_small.yaml --steps 10\n"
                "  dycore plot output/mountainwave3d_small.nc\n"
-               "  dycore config --reference",
+               "  dycore config --reference\n"
+               "  dycore validate configs/mountainwave3d_small.yaml --steps 5",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dycore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

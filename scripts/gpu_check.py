@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dycore.backend._numpy_compat  # noqa: E402,F401  (before the first kernel compile)
+from dycore.bench.timing import copy_bandwidth, stats, time_cpu, time_gpu  # noqa: E402,F401
 
 LOG: list[str] = []
 
@@ -42,49 +43,6 @@ LOG: list[str] = []
 def say(msg: str = "") -> None:
     print(msg, flush=True)
     LOG.append(msg)
-
-
-def stats(ms: list[float]) -> dict:
-    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "n": len(ms)}
-
-
-def time_gpu(fn, repeat: int, warmup: int = 2) -> dict:
-    """Median of ``repeat`` CUDA-event timings of ``fn`` after ``warmup`` calls."""
-    from numba import cuda
-    for _ in range(warmup):
-        fn()
-    cuda.synchronize()
-    out = []
-    for _ in range(repeat):
-        a, b = cuda.event(timing=True), cuda.event(timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(cuda.event_elapsed_time(a, b))
-    return stats(out)
-
-
-def time_cpu(fn, repeat: int, warmup: int = 1) -> dict:
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return stats(out)
-
-
-def copy_bandwidth(repeat: int = 20) -> dict:
-    """Device-to-device copy of 2 GiB, bytes read + written per second (GB/s)."""
-    import cupy as cp
-    n = (1 << 31) // 8
-    a = cp.random.random(n)
-    b = cp.empty_like(a)
-    t = time_gpu(lambda: b.__setitem__(slice(None), a), repeat)
-    t["GB_per_s"] = 2 * a.nbytes / (t["median_ms"] * 1e-3) / 1e9
-    return t
 
 
 def machine_info() -> dict:

@@ -1,0 +1,159 @@
+"""Timing helpers shared by ``dycore bench`` and ``scripts/gpu_check.py`` (DESIGN.md §8).
+
+GPU work is timed with CUDA events after warm-up calls (JIT compilation and first launch are
+excluded); CPU work with ``time.perf_counter``. Every helper returns the median, the minimum and
+the maximum of ``repeat`` timings in milliseconds (:func:`stats`). Under numba-cuda's simulator,
+which has no events, :func:`time_gpu` falls back to the host clock around a synchronize.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["stats", "time_gpu", "time_cpu", "copy_bandwidth", "host_copy_bandwidth"]
+
+
+def stats(ms: list[float]) -> dict:
+    """Summary of a list of timings.
+
+    Parameters
+    ----------
+    ms : list of float
+        Timings [ms], at least one.
+
+    Returns
+    -------
+    dict
+        ``median_ms``, ``min_ms``, ``max_ms`` and ``n`` (the number of timings).
+    """
+    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "n": len(ms)}
+
+
+def time_gpu(fn, repeat: int, warmup: int = 2) -> dict:
+    """Time ``fn`` (which launches GPU work) with CUDA events.
+
+    Parameters
+    ----------
+    fn : callable
+        Launches the work; takes no arguments. Its return value is ignored.
+    repeat : int
+        Number of timed calls.
+    warmup : int
+        Untimed calls first (JIT compilation, first launch, memory-pool growth).
+
+    Returns
+    -------
+    dict
+        :func:`stats` of the ``repeat`` event-to-event times [ms].
+    """
+    from numba import config as numba_config
+    from numba import cuda
+
+    for _ in range(warmup):
+        fn()
+    cuda.synchronize()
+    out = []
+    for _ in range(repeat):
+        if numba_config.ENABLE_CUDASIM:           # the simulator has no events
+            t0 = time.perf_counter()
+            fn()
+            cuda.synchronize()
+            out.append((time.perf_counter() - t0) * 1e3)
+            continue
+        a, b = cuda.event(timing=True), cuda.event(timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(cuda.event_elapsed_time(a, b))
+    return stats(out)
+
+
+def time_cpu(fn, repeat: int, warmup: int = 1) -> dict:
+    """Time ``fn`` (synchronous host work) with ``time.perf_counter``.
+
+    Parameters
+    ----------
+    fn : callable
+        The work; takes no arguments.
+    repeat : int
+        Number of timed calls.
+    warmup : int
+        Untimed calls first (JIT compilation, caches).
+
+    Returns
+    -------
+    dict
+        :func:`stats` of the ``repeat`` wall times [ms].
+    """
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return stats(out)
+
+
+def copy_bandwidth(repeat: int = 20, nbytes: int = 1 << 31) -> dict:
+    """Device-to-device copy bandwidth (bytes read + bytes written per second).
+
+    Parameters
+    ----------
+    repeat : int
+        Number of timed copies.
+    nbytes : int
+        Size of the copied array [bytes] (default 2 GiB).
+
+    Returns
+    -------
+    dict
+        :func:`stats` of the copy times plus ``GB_per_s`` = 2 * nbytes / median time / 1e9.
+    """
+    import cupy as cp
+
+    a = cp.random.random(nbytes // 8)
+    b = cp.empty_like(a)
+    t = time_gpu(lambda: b.__setitem__(slice(None), a), repeat)
+    t["GB_per_s"] = 2 * a.nbytes / (t["median_ms"] * 1e-3) / 1e9
+    t["bytes"] = int(a.nbytes)
+    del a, b
+    cp.get_default_memory_pool().free_all_blocks()
+    return t
+
+
+@njit(parallel=True, cache=True)
+def _parallel_copy(src, dst):
+    for i in prange(src.shape[0]):
+        dst[i] = src[i]
+
+
+def host_copy_bandwidth(repeat: int = 10, nbytes: int = 1 << 27) -> dict:
+    """Host memory copy bandwidth with the current numba thread count (an ``@njit`` prange copy).
+
+    Parameters
+    ----------
+    repeat : int
+        Number of timed copies.
+    nbytes : int
+        Size of the copied array [bytes] (default 128 MiB, well beyond the caches).
+
+    Returns
+    -------
+    dict
+        :func:`stats` of the copy times plus ``GB_per_s`` = 2 * nbytes / median time / 1e9 and
+        ``threads`` (numba threads used).
+    """
+    import numba
+
+    a = np.random.default_rng(0).random(nbytes // 8)
+    b = np.empty_like(a)
+    t = time_cpu(lambda: _parallel_copy(a, b), repeat)
+    t["GB_per_s"] = 2 * a.nbytes / (t["median_ms"] * 1e-3) / 1e9
+    t["bytes"] = int(a.nbytes)
+    t["threads"] = numba.get_num_threads()
+    return t

@@ -1,0 +1,167 @@
+"""``dycore bench``: kernel launchers equal the fem functions, GPU == CPU, csr_find == lookup,
+byte counts, and a CLI smoke run. No timing assertions."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import config as numba_config
+from numba import cuda
+
+from dycore.assembly.element_kernels import NGI, QUAD_N, QUAD_W
+from dycore.assembly.sparsity import build_sparsity
+from dycore.bench.assembly import csr_find, lookup_by_search, tracer_bsearch_kernel, tracer_inputs
+from dycore.bench.kernels import KERNELS, gpu_kernel, kernel_args, make_inputs
+from dycore.bench.runner import parse_mesh, parse_sizes
+from dycore.config import load_config
+from dycore.fem import (
+    EIG_JACOBI, dshape_tensor_dshape, get_edge_lengths, shape_dshape, shape_shape,
+    transform_to_physical,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = REPO / "configs" / "mountainwave3d_small.yaml"
+SIM = bool(numba_config.ENABLE_CUDASIM)
+GPU_OK = SIM or cuda.is_available()
+BY_NAME = {k.name: k for k in KERNELS}
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    """A 4x3x3-cell mountainwave3d mesh: 216 tetrahedra."""
+    import cases
+
+    cfg = load_config(SMALL, {"mesh": {"nx": 4, "ny": 3, "nz": 3}})
+    m = cfg.mesh
+    return cases.load_case(cfg.case.name).build_mesh(
+        cfg.case.build_parameters(), nx=m.nx, ny=m.ny, nz=m.nz, dx_min=m.dx_min,
+        dz_min=m.dz_min, renumber=m.renumber, shuffle=m.shuffle, seed=m.seed)
+
+
+@pytest.fixture(scope="module")
+def cpu_data(mesh):
+    """Inputs and every CPU launcher's outputs."""
+    d = make_inputs(mesh.tets, mesh.coords, seed=3)
+    for k in KERNELS:
+        k.cpu(*kernel_args(k, d))
+    return d
+
+
+def test_cpu_launchers_equal_direct_fem_calls(mesh, cpu_data):
+    d = cpu_data
+    tets, coords, field_s = d["tets"], d["coords"], d["scalar"]
+    for e in (0, 7, 101, mesh.nele - 1):
+        nodes = tets[e]
+        assert np.array_equal(d["ev_scalar"][e], field_s[nodes])
+        assert np.array_equal(d["ev_vector"][e], d["vector"][nodes])
+        assert np.array_equal(d["ev_tensor"][e], d["tensor_nodal"][nodes])
+        X = np.ascontiguousarray(coords[nodes])
+        ds, dw = np.empty((4, 3)), np.empty(NGI)
+        transform_to_physical(X, QUAD_W.copy(), ds, dw)
+        assert np.array_equal(d["dshape"][e], ds) and np.array_equal(d["detwei"][e], dw)
+        sd = np.empty((3, 4, 4))
+        shape_dshape(QUAD_N.copy(), ds, dw, sd)
+        assert np.array_equal(d["out344"][e], sd)
+        h = np.empty((3, 3))
+        get_edge_lengths(X, np.empty((6, 6)), np.empty(6), np.empty(6), np.empty((3, 3)),
+                         np.empty(3), np.empty((3, 3)), h, EIG_JACOBI)
+        assert np.array_equal(d["hbar"][e], h)
+    # out44 is shared by dshape_tensor_dshape and shape_shape: check each on its own
+    for name, fn in (("dshape_tensor_dshape", dshape_tensor_dshape), ("shape_shape", shape_shape)):
+        k = BY_NAME[name]
+        k.cpu(*kernel_args(k, d))
+        for e in (0, 55, mesh.nele - 1):
+            out = np.empty((4, 4))
+            if name == "shape_shape":
+                fn(QUAD_N.copy(), d["detwei"][e].copy(), out)
+            else:
+                fn(d["dshape"][e].copy(), d["tensor_ele"][e].copy(), d["detwei"][e].copy(), out)
+            assert np.array_equal(d["out44"][e], out), name
+
+
+def test_min_bytes_hand_count_and_argument_sizes(mesh, cpu_data):
+    # ele_val_vector on 10 elements and 7 nodes: tets 10*4*4 + field 7*3*8 + out 10*4*3*8
+    assert BY_NAME["ele_val_vector"].min_bytes(10, 7) == 160 + 168 + 960
+    # get_edge_lengths: tets 10*16 + coords 7*24 + hbar 10*72
+    assert BY_NAME["get_edge_lengths"].min_bytes(10, 7) == 160 + 168 + 720
+    for k in KERNELS:   # each formula = every argument read or written exactly once
+        assert k.min_bytes(mesh.nele, mesh.nnodes) == sum(
+            a.nbytes for a in kernel_args(k, cpu_data)), k.name
+
+
+@pytest.mark.skipif(not GPU_OK, reason="needs the CUDA simulator or a GPU")
+def test_gpu_launchers_equal_cpu(mesh, cpu_data):
+    assert 200 <= mesh.nele <= 256
+    block = 32
+    grid = ((mesh.nele + block - 1) // block, block)
+    for k in KERNELS:
+        cpu_args = [a.copy() for a in kernel_args(k, cpu_data)]
+        k.cpu(*cpu_args)
+        dargs = [cuda.to_device(a if i < len(k.inputs) else np.full_like(a, np.nan))
+                 for i, a in enumerate(cpu_args)]
+        gpu_kernel(k)[grid](*dargs)
+        cuda.synchronize()
+        for i in range(len(k.inputs), len(dargs)):
+            got, ref = dargs[i].copy_to_host(), cpu_args[i]
+            if SIM:
+                assert np.array_equal(got, ref), k.name
+            else:   # FMA contraction on a real GPU
+                np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+
+
+def test_csr_find_equals_lookup(mesh):
+    sp = build_sparsity(mesh.tets, mesh.nnodes)
+    assert np.array_equal(lookup_by_search(sp.indptr, sp.indices, mesh.tets), sp.lookup)
+    row = 5
+    absent = np.setdiff1d(np.arange(mesh.nnodes), sp.indices[sp.indptr[row]:sp.indptr[row + 1]])
+    assert csr_find(sp.indptr, sp.indices, row, int(absent[0])) == -1
+
+
+@pytest.mark.skipif(not SIM, reason="runs the GPU assembly under the CUDA simulator")
+def test_binary_search_assembly_equals_lookup_assembly(mesh):
+    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu_kernels import grid
+    from dycore.diagnostics.timers import StageTimers
+
+    sp = build_sparsity(mesh.tets, mesh.nnodes)
+    h = tracer_inputs(mesh.nnodes, seed=1)
+    b = GPUBackend(solver_mode="host", assembly="atomic", block=32)
+    asm = b.assembler(mesh, sp, StageTimers(b.marker))
+    ref_v, ref_r = (np.array(a, copy=True) for a in asm.tracer(
+        "t", h["u_nl"], h["c_old"], h["src"], h["sigma"], h["c_ref"], h["kdiag"], h["dt_theta"]))
+    values, rhs = np.zeros(sp.nnz), np.zeros(mesh.nnodes)
+    kd = h["kdiag"]
+    tracer_bsearch_kernel()[grid(mesh.nele, 32)](
+        mesh.tets.astype(np.int32), mesh.coords, h["u_nl"], h["c_old"], h["src"], h["sigma"],
+        h["c_ref"], kd[0], kd[1], kd[2], h["dt_theta"], sp.indptr, sp.indices, True, values, rhs)
+    np.testing.assert_allclose(values, ref_v, rtol=1e-13, atol=1e-13 * np.abs(ref_v).max())
+    np.testing.assert_allclose(rhs, ref_r, rtol=1e-13, atol=1e-13 * np.abs(ref_r).max())
+
+
+def test_parse_sizes():
+    assert parse_mesh("6,6,4") == (6, 6, 4)
+    assert parse_sizes(["12x12x10", "24,24,20 4x4x3"]) == [(12, 12, 10), (24, 24, 20), (4, 4, 3)]
+    with pytest.raises(Exception):
+        parse_mesh("6,6")
+
+
+def test_cli_bench_smoke(tmp_path):
+    out = tmp_path / "bench.json"
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dycore", "bench", str(SMALL), "--mesh", "4,4,3", "--repeat", "2",
+         "--backend", "cpu", "--json", str(out)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    for name in ("kernels", "assembly", "steps", "scaling"):
+        assert name in res and name in res["tables"], name
+    assert set(res["kernels"]) == {k.name for k in KERNELS}
+    assert "gpu" not in res["kernels"]["shape_shape"]          # no GPU columns on the CPU
+    assert res["kernels"]["shape_shape"]["cpu_1_core_GB_per_s"] > 0
+    assert "element kernels" in proc.stdout
