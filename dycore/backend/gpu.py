@@ -14,7 +14,7 @@ from numba import config as numba_config
 from numba import cuda
 
 from dycore.backend import _numpy_compat  # noqa: F401
-from dycore.backend.gpu_kernels import ATOMIC, ELEMENTS, get_kernels, grid
+from dycore.backend.gpu_kernels import ATOMIC, ELEMENTS, SEARCH, get_kernels, grid
 from dycore.diagnostics.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
@@ -131,6 +131,8 @@ class GPUAssembler:
         self.tets = dev(mesh.tets.astype(np.int32))
         self.coords = dev(mesh.coords.astype(np.float64))
         self.lookup = dev(sparsity.lookup.astype(np.int32))
+        self.indptr = dev(sparsity.indptr.astype(np.int32))
+        self.indices = dev(sparsity.indices.astype(np.int32))
         self.cptr, self.contrib = dev(sparsity.contrib_ptr), dev(sparsity.contrib)
         self.nptr, self.ncontrib = dev(sparsity.node_contrib_ptr), dev(sparsity.node_contrib)
         self.detj = b.xp.empty(self.nele)
@@ -149,13 +151,18 @@ class GPUAssembler:
         self.k.gather_blocks[grid(ntarget, 256)](b.nb(ptr), b.nb(contrib), b.nb(ele), bs,
                                                  b.nb(out))
 
-    def tracer(self, name, u_nl, c_old, src, sigma, c_ref, kdiag, dt_theta, want_matrix=True):
+    def tracer(self, name, u_nl, c_old, src, sigma, c_ref, kdiag, dt_theta, want_matrix=True,
+               search=False):
+        """Tracer matrix values (nnz,) and rhs (n,); ``search=True`` (atomic mode only) finds
+        each nonzero by binary search in the CSR row instead of the lookup table (the reference
+        paper's method; for benchmarks)."""
         b, nb = self.b, self.b.nb
         values = self._buffer(f"tracer_matrix_{name}", self.nnz)
         rhs = self._buffer(f"tracer_rhs_{name}", self.n)
         em, er = self._buffer("ele16", 16 * self.nele), self._buffer("ele4", 4 * self.nele)
         args = (nb(self.tets), nb(self.coords), nb(u_nl), nb(c_old), nb(src), nb(sigma),
-                nb(c_ref), kdiag[0], kdiag[1], kdiag[2], dt_theta, nb(self.lookup))
+                nb(c_ref), kdiag[0], kdiag[1], kdiag[2], dt_theta, nb(self.lookup),
+                nb(self.indptr), nb(self.indices))
         if self.deterministic:
             with self.timers(f"integrate tracer {name}"):
                 self.k.tracer[self._grid](*args, ELEMENTS, want_matrix, nb(values), nb(rhs),
@@ -169,8 +176,8 @@ class GPUAssembler:
                 if want_matrix:
                     b.fill(values)
                 b.fill(rhs)
-                self.k.tracer[self._grid](*args, ATOMIC, want_matrix, nb(values), nb(rhs),
-                                          nb(em), nb(er), nb(self.detj))
+                self.k.tracer[self._grid](*args, SEARCH if search else ATOMIC, want_matrix,
+                                          nb(values), nb(rhs), nb(em), nb(er), nb(self.detj))
         return (values if want_matrix else None), rhs
 
     def momentum(self, u_nl, u_old, buoy, p, sigma, u_ref, nudiag, f_cor, dt_theta):

@@ -25,15 +25,16 @@ from dycore.assembly.element_kernels import (
     stabilisation_element, tracer_element,
 )
 
-__all__ = ["ATOMIC", "ELEMENTS", "get_kernels", "BLOCK"]
+__all__ = ["ATOMIC", "ELEMENTS", "SEARCH", "get_kernels", "BLOCK"]
 
 ATOMIC = 0
 ELEMENTS = 1
+SEARCH = 2  #: atomic adds at the position found by binary search (tracer kernel; benchmarks)
 BLOCK = 128  #: threads per block for element kernels (tests pass smaller ones)
 
 
 def _tracer(tets, coords, u_nl, c_old, src, sigma, c_ref, kxx, kyy, kzz, dt_theta, lookup,
-            mode, want_matrix, values, rhs, ele_mat, ele_rhs, detj):
+            indptr, indices, mode, want_matrix, values, rhs, ele_mat, ele_rhs, detj):
     e = cuda.grid(1)
     if e >= tets.shape[0]:
         return
@@ -76,17 +77,22 @@ def _tracer(tets, coords, u_nl, c_old, src, sigma, c_ref, kxx, kyy, kzz, dt_thet
         cr[i] = c_ref[nd]
     detj[e] = tracer_element(X, n, w, un, co, sr, sg, cr, tensor, dt_theta, dshape, detwei,
                              gi_a, gi_b, vec_gi, m44, l44, mat, rv)
-    if mode == ATOMIC:
-        for i in range(4):
-            cuda.atomic.add(rhs, tets[e, i], rv[i])
-            if want_matrix:
-                for j in range(4):
-                    cuda.atomic.add(values, lookup[e, i, j], mat[i, j])
-    else:
+    if mode == ELEMENTS:
         for i in range(4):
             ele_rhs[e * 4 + i] = rv[i]
             for j in range(4):
                 ele_mat[e * 16 + i * 4 + j] = mat[i, j]
+    else:
+        for i in range(4):
+            row = tets[e, i]
+            cuda.atomic.add(rhs, row, rv[i])
+            if want_matrix:
+                for j in range(4):
+                    if mode == ATOMIC:
+                        k = lookup[e, i, j]
+                    else:
+                        k = _csr_find_device(indptr, indices, row, tets[e, j])
+                    cuda.atomic.add(values, k, mat[i, j])
 
 
 def _momentum(tets, coords, u_nl, u_old, buoy, p, sigma, u_ref0, u_ref1, u_ref2, nuxx, nuyy,
@@ -249,10 +255,19 @@ def _fill(a, value):
         a[i] = value
 
 
+#: :func:`csr_find` as a CUDA device function, made before the first kernel compile (the
+#: simulator passes kernel arguments to device functions, not to ``@njit`` functions).
+_csr_find_device = None
+
+
 class Kernels:
     """The compiled kernels of one floating-point mode (attributes named after the operators)."""
 
     def __init__(self, strict: bool):
+        global _csr_find_device
+        if _csr_find_device is None:
+            from dycore.assembly.csr_search import csr_find
+            _csr_find_device = cuda.jit(device=True)(csr_find.py_func)
         if strict:
             from dycore.backend.strict_fp import strict_compile
             jit = strict_compile

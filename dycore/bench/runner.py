@@ -300,8 +300,6 @@ class _Bench:
 
     def _gpu_assembly_calls(self, mesh, sp, h):
         from dycore.backend.gpu import GPUBackend
-        from dycore.backend.gpu_kernels import grid
-        from dycore.bench.assembly import tracer_bsearch_kernel
         from dycore.diagnostics.timers import StageTimers
 
         calls = {}
@@ -311,23 +309,8 @@ class _Bench:
             d = {k: (b.to_device(v) if isinstance(v, np.ndarray) else v) for k, v in h.items()}
             calls[label] = _tracer_call(b.assembler(mesh, sp, StageTimers(b.marker)), d)
         b = GPUBackend(solver_mode="host", assembly="atomic", block=self.block)
-        nb, dev = b.nb, b.to_device
-        d = {k: (dev(v) if isinstance(v, np.ndarray) else v) for k, v in h.items()}
-        tets, coords = dev(mesh.tets.astype(np.int32)), dev(mesh.coords.astype(np.float64))
-        indptr, indices = dev(sp.indptr.astype(np.int32)), dev(sp.indices.astype(np.int32))
-        values, rhs = b.xp.empty(sp.nnz), b.xp.empty(mesh.nnodes)
-        kern, g = tracer_bsearch_kernel(), grid(mesh.nele, self.block)
-        kd = d["kdiag"]
-
-        def bsearch(want_matrix):
-            if want_matrix:
-                b.fill(values)
-            b.fill(rhs)
-            kern[g](nb(tets), nb(coords), nb(d["u_nl"]), nb(d["c_old"]), nb(d["src"]),
-                    nb(d["sigma"]), nb(d["c_ref"]), kd[0], kd[1], kd[2], d["dt_theta"],
-                    nb(indptr), nb(indices), want_matrix, nb(values), nb(rhs))
-            return (values, rhs) if want_matrix else (rhs,)
-
+        d = {k: (b.to_device(v) if isinstance(v, np.ndarray) else v) for k, v in h.items()}
+        bsearch = _tracer_call(b.assembler(mesh, sp, StageTimers(b.marker)), d, search=True)
         calls["gpu atomic + binary search (csr_find)"] = bsearch
         return calls
 
@@ -427,11 +410,12 @@ def _rel(ref, got) -> float:
     return float(np.abs(ref - got).max() / scale)
 
 
-def _tracer_call(asm, d):
+def _tracer_call(asm, d, **kw):
     """``call(want_matrix)`` -> the assembled (values, rhs) or (rhs,) of ``asm.tracer``."""
     def call(want_matrix):
         values, rhs = asm.tracer("bench", d["u_nl"], d["c_old"], d["src"], d["sigma"],
-                                 d["c_ref"], d["kdiag"], d["dt_theta"], want_matrix=want_matrix)
+                                 d["c_ref"], d["kdiag"], d["dt_theta"], want_matrix=want_matrix,
+                                 **kw)
         return (values, rhs) if want_matrix else (rhs,)
     return call
 

@@ -15,7 +15,7 @@ from numba import cuda
 
 from dycore.assembly.element_kernels import NGI, QUAD_N, QUAD_W
 from dycore.assembly.sparsity import build_sparsity
-from dycore.bench.assembly import csr_find, lookup_by_search, tracer_bsearch_kernel, tracer_inputs
+from dycore.bench.assembly import csr_find, lookup_by_search, tracer_inputs
 from dycore.bench.kernels import KERNELS, gpu_kernel, kernel_args, make_inputs
 from dycore.bench.runner import parse_mesh, parse_sizes
 from dycore.config import load_config
@@ -125,7 +125,6 @@ def test_csr_find_equals_lookup(mesh):
 @pytest.mark.skipif(not SIM, reason="runs the GPU assembly under the CUDA simulator")
 def test_binary_search_assembly_equals_lookup_assembly(mesh):
     from dycore.backend.gpu import GPUBackend
-    from dycore.backend.gpu_kernels import grid
     from dycore.diagnostics.timers import StageTimers
 
     sp = build_sparsity(mesh.tets, mesh.nnodes)
@@ -134,11 +133,8 @@ def test_binary_search_assembly_equals_lookup_assembly(mesh):
     asm = b.assembler(mesh, sp, StageTimers(b.marker))
     ref_v, ref_r = (np.array(a, copy=True) for a in asm.tracer(
         "t", h["u_nl"], h["c_old"], h["src"], h["sigma"], h["c_ref"], h["kdiag"], h["dt_theta"]))
-    values, rhs = np.zeros(sp.nnz), np.zeros(mesh.nnodes)
-    kd = h["kdiag"]
-    tracer_bsearch_kernel()[grid(mesh.nele, 32)](
-        mesh.tets.astype(np.int32), mesh.coords, h["u_nl"], h["c_old"], h["src"], h["sigma"],
-        h["c_ref"], kd[0], kd[1], kd[2], h["dt_theta"], sp.indptr, sp.indices, True, values, rhs)
+    values, rhs = asm.tracer("t", h["u_nl"], h["c_old"], h["src"], h["sigma"], h["c_ref"],
+                             h["kdiag"], h["dt_theta"], search=True)
     np.testing.assert_allclose(values, ref_v, rtol=1e-13, atol=1e-13 * np.abs(ref_v).max())
     np.testing.assert_allclose(rhs, ref_r, rtol=1e-13, atol=1e-13 * np.abs(ref_r).max())
 
