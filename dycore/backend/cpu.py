@@ -24,7 +24,7 @@ class CPUBackend:
     xp = np
     solver_mode = "host"
 
-    def __init__(self, threads: int = 0, assembly: str = "deterministic", strict: bool = False):
+    def __init__(self, threads: int = 0):
         if threads:
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         self.threads = numba.get_num_threads()

@@ -14,8 +14,6 @@ Arrays of values are passed flattened (1-D) so one atomic index addresses any bl
 """
 from __future__ import annotations
 
-import math  # noqa: F401  (kept for element functions inlined by numba)
-
 from dycore.backend import _numpy_compat  # noqa: F401  (before the first kernel compile)
 from numba import config as numba_config
 from numba import cuda, float64

@@ -29,10 +29,6 @@ class State:
     q: dict
     t: float = 0.0
 
-    def copy(self) -> "State":
-        return State(self.u.copy(), self.p.copy(), self.theta_prime.copy(),
-                     {k: v.copy() for k, v in self.q.items()}, self.t)
-
     def host_fields(self, to_host) -> dict:
         """{name: (n,) host array} for every output field."""
         u = to_host(self.u)

@@ -63,13 +63,10 @@ class HostSolver:
         n = a.shape[0]
         if kind == "none":
             return None
-        if kind == "jacobi":
+        if kind == "jacobi" or (kind == "block_jacobi" and block_diag is None):
             inv = 1.0 / a.diagonal()
             return spla.LinearOperator((n, n), matvec=lambda x: inv * x.ravel(), dtype=float)
         if kind == "block_jacobi":
-            if block_diag is None:
-                inv = 1.0 / a.diagonal()
-                return spla.LinearOperator((n, n), matvec=lambda x: inv * x.ravel(), dtype=float)
             binv = block_jacobi_inverse(block_diag)
             return spla.LinearOperator(
                 (n, n), matvec=lambda x: np.einsum("kab,kb->ka", binv, x.reshape(-1, 3)).ravel(),

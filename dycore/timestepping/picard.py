@@ -67,7 +67,7 @@ class PicardStepper:
         dt, th = self.cfg.dt, self.cfg.theta
         values, rhs = self.asm.tracer(name, u_nl, c_old, src, self.c.sigma, c_ref, kdiag,
                                       dt * th, want_matrix=matrix is None)
-        with self.timers(f"boundary conditions"):
+        with self.timers("boundary conditions"):
             self._dirichlet_scalar(values, rhs)
         if matrix is None:
             matrix = values
