@@ -1,0 +1,47 @@
+"""Host linear solvers: the pressure AMG hierarchy is reproducible and effective on anisotropy."""
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from dycore.solvers.linear import amg_hierarchy
+
+
+def _anisotropic_laplacian(n=24, eps=0.01):
+    """7-point 3-D Laplacian, couplings 1, 1, eps (x, y, z), Dirichlet; SPD."""
+    one = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1])
+    eye = sp.identity(n)
+    a = (sp.kron(sp.kron(one, eye), eye) + sp.kron(sp.kron(eye, one), eye)
+         + eps * sp.kron(sp.kron(eye, eye), one))
+    return a.tocsr()
+
+
+def test_amg_hierarchy_is_bitwise_reproducible_and_leaves_the_global_rng_alone():
+    a = _anisotropic_laplacian(12)
+    np.random.seed(123)
+    expected_next = np.random.rand()
+    np.random.seed(123)
+    m1 = amg_hierarchy(a)
+    assert np.random.rand() == expected_next                 # caller's stream untouched
+    np.random.seed(999)                                      # a different outside state
+    m2 = amg_hierarchy(a)
+    assert len(m1.levels) == len(m2.levels) > 1
+    for l1, l2 in zip(m1.levels[:-1], m2.levels[:-1]):
+        d = l1.P - l2.P
+        assert d.nnz == 0 or abs(d).max() == 0.0
+
+
+def test_amg_preconditioned_cg_is_fast_on_strong_anisotropy():
+    """Aggregation must follow the strong direction: CG + V-cycle converges in few iterations
+    on a 100:1 anisotropic Laplacian (13,824 unknowns), far fewer than unpreconditioned CG
+    (evolution strength: 8 iterations; the symmetric measure with θ = 0.25: 44)."""
+    a = _anisotropic_laplacian(24, eps=0.01)
+    b = np.random.default_rng(0).standard_normal(a.shape[0])
+    m = amg_hierarchy(a).aspreconditioner(cycle="V")
+    its = {"amg": 0, "none": 0}
+
+    def cb(key):
+        return lambda _: its.__setitem__(key, its[key] + 1)
+    x, info = spla.cg(a, b, rtol=1e-10, M=m, maxiter=200, callback=cb("amg"))
+    assert info == 0 and np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b) * 1.01
+    spla.cg(a, b, rtol=1e-10, maxiter=5000, callback=cb("none"))
+    assert its["amg"] <= 15 and its["amg"] * 5 < its["none"], its
