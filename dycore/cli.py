@@ -9,6 +9,7 @@ configuration key), without a traceback; exit status 2 for configuration errors,
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -265,9 +266,27 @@ def _report(message: str) -> None:
         print(f"dycore: error: {line}", file=sys.stderr)
 
 
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr, flush=True)
+
+
+def _setup_logging() -> None:
+    """INFO messages of the ``dycore`` logger (backend choice, validation progress) on stderr."""
+    logger = logging.getLogger("dycore")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("dycore: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 1 error, 2 configuration error)."""
     args = build_parser().parse_args(argv)
+    _setup_logging()
     try:
         return args.handler(args)
     except ConfigError as exc:

@@ -316,6 +316,9 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
         records.append({"step": step, "t": cpu.state.t,
                         "max_abs": {f: s["max_abs"] for f, s in stats.items()},
                         "max_rel": {f: s["max_rel"] for f, s in stats.items()}})
+        log.info("validate: step %d, t = %g s, %.0f s wall: max|GPU - CPU| %s", step, cpu.state.t,
+                 time.perf_counter() - wall0,
+                 "  ".join(f"{f} {s['max_abs']:.3e}" for f, s in stats.items()))
         for f, s in stats.items():
             if _exceeds(s, tol):
                 failures.append(f"field {f} differs by {s['max_abs']:.3e} (relative "

@@ -15,6 +15,8 @@ steps   : per-step time of the whole Picard step: GPU + device solvers, GPU + ho
           CPU all cores (and one CPU step on 1 core), with the stage tables.
 compare : N steps on the CPU and on the GPU in host-solver mode from the same initial state;
           the largest |Δ| of w and θ' (and every field) after N steps.
+libm    : strict mode (fma=0) per operation (acos, cos, sqrt, mul+add) and for both eig3
+          solvers, GPU against CPU: differing entries and ulp distance.
 
 Everything printed is also written to $OUT (or ./gpu_out) as gpu_check.json and gpu_check.txt.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -36,13 +39,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dycore.backend._numpy_compat  # noqa: E402,F401  (before the first kernel compile)
 from dycore.bench.timing import copy_bandwidth, stats, time_cpu, time_gpu  # noqa: E402,F401
+from dycore.fem.eig3 import eig3_closed_form, eig3_jacobi  # noqa: E402
+from numba import cuda, float64, njit  # noqa: E402
 
 LOG: list[str] = []
+LOG_FILE: Path | None = None   #: $OUT/gpu_check.txt, appended line by line (a time-out keeps it)
 
 
 def say(msg: str = "") -> None:
     print(msg, flush=True)
     LOG.append(msg)
+    if LOG_FILE is not None:
+        with LOG_FILE.open("a") as f:
+            f.write(msg + "\n")
 
 
 def machine_info() -> dict:
@@ -151,6 +160,30 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
             f"det {max(d['max_rel_to_max'] for d in row['diff_deterministic']):.2e}")
     results["kernels"] = table
     results["cpu_threads"] = nthreads
+    _kernel_resources_and_block_sweep(gb["atomic"], ops, dev, mesh, sp_, repeat, results)
+
+
+def _kernel_resources_and_block_sweep(backend, ops, dev, mesh, sp_, repeat, results) -> None:
+    """Registers / local bytes per thread of each production kernel, and the atomic tracer and
+    momentum assembly at 32..512 threads per block: the evidence for what limits them."""
+    from dycore.backend.gpu import GPUBackend
+    from dycore.bench.timing import kernel_resources
+    from dycore.diagnostics.timers import StageTimers
+    res = {}
+    for name in ("tracer", "momentum", "divergence", "stabilisation", "lumped_mass",
+                 "gather_blocks"):
+        res[name] = kernel_resources(getattr(backend.kernels, name))
+        say(f"kernel {name:14s} resources: {res[name]}")
+    results["kernel_resources"] = res
+    sweep = {}
+    for block in (32, 64, 128, 256, 512):
+        b = GPUBackend(assembly="atomic", block=block)
+        o = ops(b.assembler(mesh, sp_, StageTimers()), dev)
+        sweep[block] = {k: time_gpu(o[k], repeat) for k in
+                        ("tracer matrix+rhs", "momentum (BCSR) matrix+rhs")}
+        say(f"block {block:3d}: " + "  ".join(f"{k} {v['median_ms']:.3f} ms"
+                                               for k, v in sweep[block].items()))
+    results["block_sweep"] = sweep
 
 
 def _run_steps(cfg, nsteps: int, backend_over: dict, label: str):
@@ -180,10 +213,13 @@ def _run_steps(cfg, nsteps: int, backend_over: dict, label: str):
 def part_steps(cfg, nsteps: int, results: dict) -> None:
     import numba
     out = {}
-    for label, over in (("gpu + device solvers (atomic)", {"name": "gpu", "solver_mode": "device",
-                                                          "assembly": "atomic"}),
-                        ("gpu + host solvers (atomic)", {"name": "gpu", "solver_mode": "host",
-                                                        "assembly": "atomic"})):
+    variants = [("gpu + device solvers (atomic)", {"name": "gpu", "solver_mode": "device",
+                                                   "assembly": "atomic"}),
+                ("gpu + host solvers (atomic)", {"name": "gpu", "solver_mode": "host",
+                                                 "assembly": "atomic"})]
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        variants = variants[1:]                      # the simulator has no CuPy
+    for label, over in variants:
         _, out[label] = _run_steps(cfg, nsteps, over, label)
     nthreads = numba.get_num_threads()
     _, out[f"cpu {nthreads} cores"] = _run_steps(cfg, max(3, nsteps // 4), {"name": "cpu"},
@@ -225,6 +261,91 @@ def part_compare(cfg, nsteps: int, results: dict) -> None:
             results["compare"] = {"rows": rows}
 
 
+@njit(error_model="numpy")
+def _libm_point(v, out):
+    """The operations strict mode is checked on, for one input v in [-1, 1]; out (4,)."""
+    out[0] = math.acos(v)
+    out[1] = math.cos(3.0 * v)
+    out[2] = math.sqrt(v + 1.0)
+    out[3] = v * 1.25 + 0.5 * v                 # fused into one FMA unless fma=0
+
+
+@njit(error_model="numpy")
+def _cpu_libm(x, out):
+    for i in range(x.shape[0]):
+        _libm_point(x[i], out[i])
+
+
+@njit(error_model="numpy")
+def _cpu_eig3(a, method, evals, evecs):
+    for i in range(a.shape[0]):
+        if method == 0:
+            eig3_jacobi(a[i], evals[i], evecs[i])
+        else:
+            eig3_closed_form(a[i], evals[i], evecs[i])
+
+
+def _libm_kernel(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        o = cuda.local.array(4, float64)
+        _libm_point(x[i], o)
+        for j in range(4):
+            out[i, j] = o[j]
+
+
+def _eig3_kernel(a, method, evals, evecs):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        m = cuda.local.array((3, 3), float64)
+        ev = cuda.local.array(3, float64)
+        vec = cuda.local.array((3, 3), float64)
+        for r in range(3):
+            for c in range(3):
+                m[r, c] = a[i, r, c]
+        if method == 0:
+            eig3_jacobi(m, ev, vec)
+        else:
+            eig3_closed_form(m, ev, vec)
+        for r in range(3):
+            evals[i, r] = ev[r]
+            for c in range(3):
+                evecs[i, r, c] = vec[r, c]
+
+
+def part_libm(results: dict) -> None:
+    """Strict mode (no FMA) on the GPU against the CPU, per operation and for both eig3 solvers.
+
+    +, *, / and sqrt are correctly rounded on both sides, so with FMA off they must agree bit
+    for bit; acos and cos are not: CUDA's libdevice and the CPU's libm are different
+    approximations (each within a few ulp), which no compiler option can reconcile."""
+    from dycore.backend.strict_fp import strict_compile
+    from dycore.validate import compare_arrays
+    rng = np.random.default_rng(0)
+    small = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"      # the simulator is slow
+    n = 1 << (10 if small else 20)
+    x = rng.uniform(-1.0, 1.0, n)
+    out, ref = np.zeros((n, 4)), np.zeros((n, 4))
+    strict_compile(_libm_kernel)[(n + 255) // 256, 256](x, out)
+    _cpu_libm(x, ref)
+    row = {name: compare_arrays(ref[:, j], out[:, j])
+           for j, name in enumerate(("acos", "cos", "sqrt", "v*1.25 + 0.5*v"))}
+    m = rng.standard_normal((1 << (8 if small else 16), 3, 3))
+    a = np.einsum("kij,klj->kil", m, m) + 0.1 * np.eye(3)      # SPD, like the metric tensor
+    kern = strict_compile(_eig3_kernel)
+    for method, name in ((0, "eig3 jacobi"), (1, "eig3 closed form")):
+        ev, vec = np.zeros((a.shape[0], 3)), np.zeros((a.shape[0], 3, 3))
+        kern[(a.shape[0] + 127) // 128, 128](a, method, ev, vec)
+        evr, vecr = np.zeros_like(ev), np.zeros_like(vec)
+        _cpu_eig3(a, method, evr, vecr)
+        row[name + " eigenvalues"] = compare_arrays(evr, ev)
+        row[name + " eigenvectors"] = compare_arrays(vecr, vec)
+    for name, r in row.items():
+        say(f"strict GPU vs CPU {name:31s}: {r['n_differ']:8d} of {r['entries']} differ, "
+            f"max ulp {r['max_ulp']}, max rel {r['max_rel']:.2e}")
+    results["libm"] = row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="configs/mountainwave3d.yaml")
@@ -246,6 +367,9 @@ def main() -> int:
     cfg = load_config(args.config, over)
     out = Path(os.environ.get("OUT", "gpu_out"))
     out.mkdir(parents=True, exist_ok=True)
+    global LOG_FILE
+    LOG_FILE = out / "gpu_check.txt"
+    LOG_FILE.write_text("")
     results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "config": args.config,
                "machine": machine_info()}
     say(json.dumps(results["machine"]))
@@ -253,19 +377,21 @@ def main() -> int:
         results["copy_bandwidth"] = copy_bandwidth()
         say(f"device copy bandwidth: {results['copy_bandwidth']['GB_per_s']:.0f} GB/s (2 GiB D2D, "
             f"read+write, median of {results['copy_bandwidth']['n']})")
-    parts = args.parts.split(",")
+    run_part = {"kernels": lambda: part_kernels(cfg, args.repeat, results),
+                "steps": lambda: part_steps(cfg, args.steps, results),
+                "compare": lambda: part_compare(cfg, args.compare_steps, results),
+                "libm": lambda: part_libm(results)}
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in run_part]
+    if unknown:
+        ap.error(f"--parts: unknown {', '.join(unknown)} (choose from {', '.join(run_part)})")
     try:
-        if "kernels" in parts:
-            part_kernels(cfg, args.repeat, results)
-        if "steps" in parts:
-            part_steps(cfg, args.steps, results)
-        if "compare" in parts:
-            part_compare(cfg, args.compare_steps, results)
+        for part in parts:                           # in the order given
+            run_part[part]()
     finally:
         for part in results.get("steps", {}).values():
             part.pop("timers", None)                 # the text tables carry the same numbers
         (out / "gpu_check.json").write_text(json.dumps(results, indent=1, default=str))
-        (out / "gpu_check.txt").write_text("\n".join(LOG) + "\n")
     return 0
 
 

@@ -27,7 +27,8 @@ import numpy as np
 
 from dycore.bench.report import fmt_num, fmt_time, format_table
 from dycore.bench.steps import numba_threads, run_variant, step_variants
-from dycore.bench.timing import copy_bandwidth, host_copy_bandwidth, time_cpu, time_gpu
+from dycore.bench.timing import (copy_bandwidth, host_copy_bandwidth, kernel_resources, time_cpu,
+                                 time_gpu)
 from dycore.errors import BackendUnavailableError, ConfigError
 
 __all__ = ["run_bench", "parse_mesh", "parse_sizes", "PARTS", "DEFAULT_SIZES"]
@@ -210,6 +211,7 @@ class _Bench:
                 dargs = [cuda.to_device(a) for a in args]
                 kern, g = gpu_kernel(k), grid(nele, self.block)
                 row["gpu"] = time_gpu(lambda: kern[g](*dargs), self.repeat)
+                row["gpu_resources"] = kernel_resources(kern)
                 del dargs
             for path, ref in (("gpu", "device"), ("cpu_all_cores", "host_all_cores"),
                               ("cpu_1_core", "host_1_core")):
@@ -225,7 +227,8 @@ class _Bench:
             cells = [k.name, f"{nbytes / 1e6:.2f}"]
             if self.gpu:
                 cells += [fmt_time(row["gpu"]), fmt_num(row["gpu_GB_per_s"], ".3g"),
-                          fmt_num(_pct(row["gpu_bw_fraction"]), ".0f", "%")]
+                          fmt_num(_pct(row["gpu_bw_fraction"]), ".0f", "%"),
+                          _resources_text(row["gpu_resources"])]
             if self.cpu:
                 cells += [fmt_time(row["cpu_1_core"]), fmt_time(row["cpu_all_cores"]),
                           fmt_num(row["cpu_1_core_GB_per_s"], ".3g"),
@@ -240,7 +243,7 @@ class _Bench:
         nth = _threads()
         headers = ["kernel", "min MB"]
         if self.gpu:
-            headers += ["GPU ms", "GPU GB/s", "of copy"]
+            headers += ["GPU ms", "GPU GB/s", "of copy", "regs/local B"]
         if self.cpu:
             headers += ["CPU 1c ms", f"CPU {nth}c ms", "1c GB/s", "of copy", f"{nth}c GB/s",
                         "of copy"]
@@ -393,6 +396,11 @@ class _Bench:
 def _threads() -> int:
     import numba
     return numba.get_num_threads()
+
+
+def _resources_text(res) -> str:
+    """``registers/local bytes`` per thread, or ``-`` (simulator)."""
+    return "-" if res is None else f"{res['registers_per_thread']}/{res['local_bytes_per_thread']}"
 
 
 def _pct(x):

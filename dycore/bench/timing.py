@@ -13,7 +13,8 @@ import time
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["stats", "time_gpu", "time_cpu", "copy_bandwidth", "host_copy_bandwidth"]
+__all__ = ["stats", "time_gpu", "time_cpu", "copy_bandwidth", "host_copy_bandwidth",
+           "kernel_resources"]
 
 
 def stats(ms: list[float]) -> dict:
@@ -157,3 +158,30 @@ def host_copy_bandwidth(repeat: int = 10, nbytes: int = 1 << 27) -> dict:
     t["bytes"] = int(a.nbytes)
     t["threads"] = numba.get_num_threads()
     return t
+
+
+def kernel_resources(kernel) -> dict | None:
+    """Registers and local (spill/stack) memory per thread of a compiled ``@cuda.jit`` kernel.
+
+    The evidence for what limits an element kernel that is far from the copy bandwidth: local
+    memory lives in DRAM/L2 like global memory, and many registers cap the resident warps.
+
+    Parameters
+    ----------
+    kernel : numba-cuda Dispatcher, already launched at least once (compiled).
+
+    Returns
+    -------
+    dict with ``registers_per_thread`` and ``local_bytes_per_thread`` (the maximum over the
+    compiled specialisations), or None under the simulator or when numba-cuda cannot say.
+    """
+    try:
+        regs = kernel.get_regs_per_thread()
+        local = kernel.get_local_mem_per_thread()
+    except Exception:  # noqa: BLE001 - the simulator's kernels have no such methods
+        return None
+    regs = max(regs.values()) if isinstance(regs, dict) else regs
+    local = max(local.values()) if isinstance(local, dict) else local
+    if regs is None:
+        return None
+    return {"registers_per_thread": int(regs), "local_bytes_per_thread": int(local)}

@@ -174,3 +174,23 @@ def test_parser_lists_the_subcommands():
     sub = next(a for a in parser._actions if a.dest == "command")
     assert list(sub.choices)[:3] == ["run", "plot", "config"]
     assert "bench" in sub.choices          # dycore/bench (validate is added alongside)
+
+
+def test_backend_auto_says_which_backend_it_chose(monkeypatch, capsys):
+    """`--backend auto` logs its choice on stderr (here the CUDA simulator counts as usable)."""
+    def run_from_config(config, *, max_steps=None):
+        from dycore.backend import select_backend
+        select_backend(config.backend)
+        return types.SimpleNamespace(output_path="o.nc", steps=1, t=10.0, wall_time=0.1,
+                                     timers_table="")
+
+    fake = types.ModuleType("dycore.timestepping.simulation")
+    fake.run_from_config = run_from_config
+    monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
+    import dycore.timestepping
+    monkeypatch.setattr(dycore.timestepping, "simulation", fake, raising=False)
+    _use_stub_case_if_needed(monkeypatch)
+    monkeypatch.setattr("dycore.backend.gpu_usable", lambda: (False, "no CUDA device (test)"))
+    assert cli.main(["run", str(SMALL), "--steps", "1", "--backend", "auto",
+                     "--no-progress"]) == 0
+    assert "dycore: backend auto -> cpu (no CUDA device (test))" in capsys.readouterr().err
