@@ -10,6 +10,7 @@ NumPy arrays, which is how CI tests this backend without a GPU.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from numba import config as numba_config
 from numba import cuda
 
@@ -18,7 +19,7 @@ from dycore.backend.gpu_kernels import ATOMIC, ELEMENTS, SEARCH, get_kernels, gr
 from dycore.diagnostics.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["GPUBackend", "GPUAssembler", "EventMarker"]
+__all__ = ["GPUBackend", "GPUAssembler", "EventMarker", "StrictCSR"]
 
 
 class EventMarker:
@@ -98,8 +99,14 @@ class GPUBackend:
             cuda.synchronize()
 
     def csr(self, data, indices, indptr, shape):
+        """A sparse matrix of this backend over host (data, indices, indptr).
+
+        Strict mode gets a :class:`StrictCSR` (our fma=0 SpMV in SciPy's summation order, so
+        ``A @ x`` has the CPU's bits); otherwise cupyx CSR (cuSPARSE), or SciPy's under the
+        simulator."""
+        if self.strict:
+            return StrictCSR(self, data, indices, indptr, shape)
         if self.simulator:
-            import scipy.sparse as sp
             return sp.csr_matrix((data, indices, indptr), shape=shape)
         from cupyx.scipy.sparse import csr_matrix
         xp = self.xp
@@ -117,6 +124,40 @@ class GPUBackend:
     def device_systems(self, sparsity, ops, cfg, timers):
         from dycore.solvers.device import DeviceSystems
         return DeviceSystems(self, sparsity, ops, cfg, timers)
+
+
+class StrictCSR:
+    """Device CSR matrix whose product ``A @ x`` is bitwise equal to SciPy's on the CPU.
+
+    Parameters
+    ----------
+    backend : GPUBackend (strict)
+    data : (nnz,) float64; indices : (nnz,) int32, sorted within rows; indptr : (n+1,) int32
+    shape : (n, m)
+
+    ``A @ x`` takes a 1-D backend array of length m and returns a new one of length n, computed
+    by :func:`dycore.backend.gpu_kernels._csr_matvec` compiled without FMA (DESIGN.md §7).
+    """
+
+    def __init__(self, backend, data, indices, indptr, shape):
+        self.b, self.shape, self.dtype = backend, tuple(shape), np.dtype(np.float64)
+        self.data = backend.to_device(np.asarray(data, np.float64))
+        self.indices = backend.to_device(np.asarray(indices, np.int32))
+        self.indptr = backend.to_device(np.asarray(indptr, np.int32))
+        self._diag = sp.csr_matrix((data, indices, indptr), shape=shape).diagonal()
+
+    def __matmul__(self, x):
+        b = self.b
+        if x.ndim != 1 or x.shape[0] != self.shape[1]:
+            raise ValueError(f"StrictCSR {self.shape} @ vector of shape {x.shape}")
+        y = b.xp.empty(self.shape[0], dtype=np.float64)
+        b.kernels.csr_matvec[grid(self.shape[0], 256)](b.nb(self.indptr), b.nb(self.indices),
+                                                        b.nb(self.data), b.nb(x), b.nb(y))
+        return y
+
+    def diagonal(self):
+        """The main diagonal as a backend array, (min(n, m),) float64."""
+        return self.b.to_device(self._diag)
 
 
 class GPUAssembler:

@@ -4,6 +4,7 @@ The simulator has no FMA, so strict kernels must equal the CPU bitwise; the NVVM
 and the kernel renaming are checked directly (they only act on a real GPU).
 """
 import numpy as np
+import pytest
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend import strict_fp
@@ -78,3 +79,25 @@ def test_renamed_copy_is_a_distinct_function():
     r = strict_fp._renamed(_fill)
     assert r is not _fill and r.__code__ is _fill.__code__
     assert r.__qualname__.startswith(strict_fp.MARK) and r.__qualname__.isidentifier()
+
+
+def test_strict_csr_matvec_is_bitwise_scipy():
+    """Strict mode's sparse products (C u, KMK p, Cᵀ δp) use our SpMV in SciPy's row order:
+    bitwise equal to SciPy on the CPU (cuSPARSE sums in another order, with FMA)."""
+    import scipy.sparse as sp
+
+    from dycore.backend.gpu import GPUBackend, StrictCSR
+
+    rng = np.random.default_rng(3)
+    a = sp.random(300, 900, density=0.03, random_state=4, format="csr")
+    a.data = rng.standard_normal(a.nnz) * 10.0 ** rng.integers(-8, 8, a.nnz)
+    a.sort_indices()
+    x = rng.standard_normal(900)
+    b = GPUBackend(strict=True)
+    m = b.csr(a.data, a.indices.astype(np.int32), a.indptr.astype(np.int32), a.shape)
+    assert isinstance(m, StrictCSR)
+    got = b.to_host(m @ b.to_device(x))
+    assert np.array_equal(got, a @ x)
+    assert np.array_equal(b.to_host(m.diagonal()), a.diagonal())
+    with pytest.raises(ValueError, match="StrictCSR"):
+        m @ b.to_device(np.zeros(10))
