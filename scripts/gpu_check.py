@@ -15,6 +15,8 @@ steps   : per-step time of the whole Picard step: GPU + device solvers, GPU + ho
           CPU all cores (and one CPU step on 1 core), with the stage tables.
 compare : N steps on the CPU and on the GPU in host-solver mode from the same initial state;
           the largest |Δ| of w and θ' (and every field) after N steps.
+modes   : the cost of deterministic assembly and strict FP: every assembly kernel and the
+          device-solver step in the four combinations.
 libm    : strict mode (fma=0) per operation (acos, cos, sqrt, mul+add) and for both eig3
           solvers, GPU against CPU: differing entries and ulp distance.
 
@@ -184,6 +186,49 @@ def _kernel_resources_and_block_sweep(backend, ops, dev, mesh, sp_, repeat, resu
         say(f"block {block:3d}: " + "  ".join(f"{k} {v['median_ms']:.3f} ms"
                                                for k, v in sweep[block].items()))
     results["block_sweep"] = sweep
+
+
+def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
+    """The cost of the bitwise modes: every assembly kernel and the device-solver step in
+    atomic / deterministic assembly, each with and without strict FP (fma=0, no LTO)."""
+    import cases
+    from dycore.assembly.sparsity import build_sparsity
+    from dycore.backend.gpu import GPUBackend
+    from dycore.diagnostics.timers import StageTimers
+    case = cases.load_case(cfg.case.name)
+    m = cfg.mesh
+    mesh = case.build_mesh(cfg.case.build_parameters(), nx=m.nx, ny=m.ny, nz=m.nz,
+                           dx_min=m.dx_min, dz_min=m.dz_min, renumber=m.renumber,
+                           shuffle=m.shuffle, seed=m.seed)
+    sp_ = build_sparsity(mesh.tets, mesh.nnodes)
+    rng = np.random.default_rng(0)
+    n = mesh.nnodes
+    out = {}
+    for assembly in ("atomic", "deterministic"):
+        for strict in (False, True):
+            label = f"{assembly}{' + strict' if strict else ''}"
+            b = GPUBackend(assembly=assembly, strict=strict)
+            asm = b.assembler(mesh, sp_, StageTimers())
+            d = {k: b.to_device(v) for k, v in dict(
+                u=10 + rng.standard_normal((n, 3)), c=rng.standard_normal(n),
+                s=rng.uniform(0, 0.005, n), p=rng.standard_normal(n)).items()}
+            calls = {
+                "tracer": lambda: asm.tracer("t", d["u"], d["c"], d["c"], d["s"], d["c"],
+                                             (5.0, 5.0, 1.0), 5.0),
+                "momentum": lambda: asm.momentum(d["u"], d["u"], d["c"], d["p"], d["s"],
+                                                 (10.0, 0.0, 0.0), (5.0, 5.0, 1.0), 1e-4, 5.0),
+                "divergence C": asm.divergence, "K_p": asm.stabilisation,
+                "lumped mass": asm.lumped_mass}
+            row = {k: time_gpu(f, repeat) for k, f in calls.items()}
+            mode = "host" if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else "device"
+            _, st = _run_steps(cfg, nsteps, {"name": "gpu", "solver_mode": mode,
+                                             "assembly": assembly, "strict": strict},
+                               f"step, {mode} solvers, {label}")
+            row["step"] = st["step"]
+            out[label] = row
+            say(f"{label:26s} " + "  ".join(f"{k} {v['median_ms']:.3f}" for k, v in row.items())
+                + "  [ms, median]")
+    results["modes"] = out
 
 
 def _run_steps(cfg, nsteps: int, backend_over: dict, label: str):
@@ -380,7 +425,8 @@ def main() -> int:
     run_part = {"kernels": lambda: part_kernels(cfg, args.repeat, results),
                 "steps": lambda: part_steps(cfg, args.steps, results),
                 "compare": lambda: part_compare(cfg, args.compare_steps, results),
-                "libm": lambda: part_libm(results)}
+                "libm": lambda: part_libm(results),
+                "modes": lambda: part_modes(cfg, args.repeat, args.steps, results)}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in run_part]
     if unknown:
