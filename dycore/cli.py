@@ -143,8 +143,8 @@ def _add_validate(subparsers) -> None:
     parser = subparsers.add_parser(
         "validate", help="compare the GPU backend with the CPU path on one configuration",
         description="Build CONFIG on the CPU and on the GPU (host solvers), compare every "
-                    "assembly kernel on the initial state, step both and compare every field "
-                    "at each output time; write a text/JSON report, a netCDF of the GPU - CPU "
+                    "assembly kernel on the (perturbed) initial state, step both and compare "
+                    "every field at each output time; write a text/JSON report, a netCDF of the GPU - CPU "
                     "fields and a PNG of |dw| on y = 0 into --output-dir. GPU assembly and "
                     "strict FP come from the file's backend section when set there, else "
                     "deterministic + strict (bitwise mode). Exit status 1 when a difference "
