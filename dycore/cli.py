@@ -41,6 +41,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _block_size(text: str) -> int:
+    """Threads per block of the element kernels: a multiple of 32 from 32 to 256 (the assembly
+    kernels use up to 168 registers per thread; 512 x 168 exceeds the 64K registers of a block
+    on the H200 and the launch fails)."""
+    value = _positive_int(text)
+    if value % 32 or not 32 <= value <= 256:
+        raise argparse.ArgumentTypeError(
+            f"expected a multiple of 32 from 32 to 256, got {text!r} (the element kernels use up "
+            "to 168 registers per thread; 512 threads exceed a block's 64K registers)")
+    return value
+
+
 # ----------------------------------------------------------------------------------- run
 def _add_run(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -215,8 +227,9 @@ def _add_bench(subparsers) -> None:
                              "96x96x80)")
     parser.add_argument("--parts", default="kernels,assembly,steps,scaling",
                         help="comma-separated subset of kernels,assembly,steps,scaling")
-    parser.add_argument("--block", type=_positive_int, default=128, metavar="THREADS",
-                        help="GPU threads per block of the element kernels (default: 128)")
+    parser.add_argument("--block", type=_block_size, default=128, metavar="THREADS",
+                        help="GPU threads per block of the element kernels: a multiple of 32 "
+                             "up to 256 (default: 128)")
     parser.add_argument("--cpu-max-elements", type=_positive_int, default=150_000, metavar="N",
                         help="skip CPU scaling runs above N tetrahedra (default: 150000)")
     parser.add_argument("--json", type=Path, metavar="FILE",

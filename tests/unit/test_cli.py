@@ -121,6 +121,8 @@ def test_usage_errors_exit_2():
     assert proc.returncode == 2 and "expected a positive integer" in proc.stderr
     proc = _dycore("frobnicate")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+    proc = _dycore("bench", "--block", "512")        # 512 x 168 registers cannot launch
+    assert proc.returncode == 2 and "multiple of 32 from 32 to 256, got '512'" in proc.stderr
 
 
 def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
