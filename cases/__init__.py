@@ -11,7 +11,7 @@ from types import ModuleType
 
 from dycore.errors import ConfigError
 
-__all__ = ["available_cases", "load_case"]
+__all__ = ["available_cases", "load_case", "build_config_mesh"]
 
 
 def available_cases() -> list[str]:
@@ -44,3 +44,27 @@ def load_case(name: str) -> ModuleType:
             f"unknown case {name!r}; available cases: {', '.join(available) or '(none)'}"
         )
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def build_config_mesh(config, case: ModuleType | None = None, params=None):
+    """The mesh a configuration describes: its case's mesh builder with the ``mesh`` section.
+
+    Parameters
+    ----------
+    config : dycore.config.Config
+    case : the loaded case module (default: ``load_case(config.case.name)``)
+    params : the case's parameters (default: ``config.case.build_parameters()``)
+
+    Returns
+    -------
+    dycore.mesh.Mesh
+
+    Raises
+    ------
+    ConfigError for an unknown case; MeshError from the builder.
+    """
+    case = load_case(config.case.name) if case is None else case
+    params = config.case.build_parameters() if params is None else params
+    m = config.mesh
+    return case.build_mesh(params, nx=m.nx, ny=m.ny, nz=m.nz, dx_min=m.dx_min, dz_min=m.dz_min,
+                           renumber=m.renumber, shuffle=m.shuffle, seed=m.seed)

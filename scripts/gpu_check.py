@@ -97,11 +97,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
     from dycore.diagnostics.timers import StageTimers
     import cases
 
-    case = cases.load_case(cfg.case.name)
-    params = cfg.case.build_parameters()
-    m = cfg.mesh
-    mesh = case.build_mesh(params, nx=m.nx, ny=m.ny, nz=m.nz, dx_min=m.dx_min, dz_min=m.dz_min,
-                           renumber=m.renumber, shuffle=m.shuffle, seed=m.seed)
+    mesh = cases.build_config_mesh(cfg)
     sp_ = build_sparsity(mesh.tets, mesh.nnodes)
     say(f"mesh: {mesh.nnodes} nodes, {mesh.nele} tetrahedra, {sp_.nnz} nonzeros")
     results["mesh"] = {"nodes": mesh.nnodes, "tets": mesh.nele, "nnz": sp_.nnz}
@@ -195,11 +191,7 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     from dycore.assembly.sparsity import build_sparsity
     from dycore.backend.gpu import GPUBackend
     from dycore.diagnostics.timers import StageTimers
-    case = cases.load_case(cfg.case.name)
-    m = cfg.mesh
-    mesh = case.build_mesh(cfg.case.build_parameters(), nx=m.nx, ny=m.ny, nz=m.nz,
-                           dx_min=m.dx_min, dz_min=m.dz_min, renumber=m.renumber,
-                           shuffle=m.shuffle, seed=m.seed)
+    mesh = cases.build_config_mesh(cfg)
     sp_ = build_sparsity(mesh.tets, mesh.nnodes)
     rng = np.random.default_rng(0)
     n = mesh.nnodes
@@ -322,12 +314,18 @@ def _cpu_libm(x, out):
 
 
 @njit(error_model="numpy")
+def _eig3_point(m, method, ev, vec):
+    """One 3x3 symmetric matrix m (overwritten) -> eigenvalues ev (3,), vectors vec (3,3)."""
+    if method == 0:
+        eig3_jacobi(m, ev, vec)
+    else:
+        eig3_closed_form(m, ev, vec)
+
+
+@njit(error_model="numpy")
 def _cpu_eig3(a, method, evals, evecs):
     for i in range(a.shape[0]):
-        if method == 0:
-            eig3_jacobi(a[i], evals[i], evecs[i])
-        else:
-            eig3_closed_form(a[i], evals[i], evecs[i])
+        _eig3_point(a[i].copy(), method, evals[i], evecs[i])
 
 
 def _libm_kernel(x, out):
@@ -348,10 +346,7 @@ def _eig3_kernel(a, method, evals, evecs):
         for r in range(3):
             for c in range(3):
                 m[r, c] = a[i, r, c]
-        if method == 0:
-            eig3_jacobi(m, ev, vec)
-        else:
-            eig3_closed_form(m, ev, vec)
+        _eig3_point(m, method, ev, vec)
         for r in range(3):
             evals[i, r] = ev[r]
             for c in range(3):

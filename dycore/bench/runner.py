@@ -161,11 +161,8 @@ class _Bench:
         from dycore.assembly.sparsity import build_sparsity
 
         cfg = self.make_config()
-        case = cases.load_case(cfg.case.name)
         m = cfg.mesh
-        mesh = case.build_mesh(cfg.case.build_parameters(), nx=m.nx, ny=m.ny, nz=m.nz,
-                               dx_min=m.dx_min, dz_min=m.dz_min, renumber=m.renumber,
-                               shuffle=m.shuffle, seed=m.seed)
+        mesh = cases.build_config_mesh(cfg)
         sp = build_sparsity(mesh.tets, mesh.nnodes)
         self.res["mesh"] = {"nx": m.nx, "ny": m.ny, "nz": m.nz, "nodes": int(mesh.nnodes),
                             "tets": int(mesh.nele), "nnz": int(sp.nnz)}

@@ -55,11 +55,8 @@ class Simulation:
         self.timers = StageTimers()
         self.case = cases.load_case(config.case.name)
         self.params = config.case.build_parameters()
-        m = config.mesh
         with self.timers("mesh generation"):
-            self.mesh = self.case.build_mesh(self.params, nx=m.nx, ny=m.ny, nz=m.nz,
-                                             dx_min=m.dx_min, dz_min=m.dz_min,
-                                             renumber=m.renumber, shuffle=m.shuffle, seed=m.seed)
+            self.mesh = cases.build_config_mesh(config, self.case, self.params)
         self.backend = backend if backend is not None else select_backend(config.backend)
         self.timers = StageTimers(self.backend.marker)
         with self.timers("sparsity and lookup tables"):
