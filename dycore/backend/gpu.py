@@ -19,17 +19,96 @@ from dycore.backend.gpu_kernels import ATOMIC, ELEMENTS, SEARCH, get_kernels, gr
 from dycore.diagnostics.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["GPUBackend", "GPUAssembler", "EventMarker", "StrictCSR"]
+__all__ = ["GPUBackend", "GPUAssembler", "EventMarker", "StrictCSR", "Counters", "Graph"]
+
+
+class Counters:
+    """What the program issues, counted where it is issued (not estimated).
+
+    Attributes
+    ----------
+    launches : numba kernel launches issued from Python through :meth:`GPUBackend.launch`
+        (kernels inside a graph replay are not counted here)
+    graph_replays : CUDA-graph launches; graph_kernels : kernels those replays ran
+    syncs : host waits on the device (stream synchronize, device→host copies, scalar reads)
+    allocations : CuPy memory-pool allocations (a ``cupy.cuda.MemoryHook``), GPU only
+    """
+
+    FIELDS = ("launches", "graph_replays", "graph_kernels", "syncs", "allocations")
+
+    def __init__(self):
+        for f in self.FIELDS:
+            setattr(self, f, 0)
+
+    def snapshot(self) -> dict:
+        return {f: getattr(self, f) for f in self.FIELDS}
+
+    def watch_cupy_allocations(self) -> None:
+        """Count every CuPy memory-pool allocation of this process from now on."""
+        from cupy.cuda import memory_hook
+
+        counters = self
+
+        class _Count(memory_hook.MemoryHook):
+            name = "dycore-counter"
+
+            def malloc_preprocess(self, **kwargs):
+                counters.allocations += 1
+
+        _Count().__enter__()     # stays installed for the life of the process
+
+
+class Graph:
+    """Kernels captured once and replayed (a CUDA graph; re-issued under the simulator).
+
+    Parameters
+    ----------
+    backend : GPUBackend
+    issue : callable with no arguments that launches kernels through ``backend.launch``
+    """
+
+    def __init__(self, backend, issue):
+        self.b = backend
+        before = backend.counters.launches
+        if backend.simulator:
+            self.issue = issue
+        else:
+            import cupy
+            stream = backend.stream
+            stream.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeRelaxed)
+            try:
+                issue()
+            finally:
+                self.graph = stream.end_capture()
+        self.kernels = backend.counters.launches - before
+        backend.counters.launches = before       # captured, not run
+
+    def replay(self) -> None:
+        c = self.b.counters
+        c.graph_replays += 1
+        c.graph_kernels += self.kernels
+        if self.b.simulator:
+            saved = c.launches
+            self.issue()
+            self.kernels = c.launches - saved
+            c.graph_kernels += self.kernels
+            c.launches = saved
+        else:
+            self.graph.launch(stream=self.b.stream)
 
 
 class EventMarker:
-    """CUDA-event clock marker for :class:`StageTimers` (no synchronize until read)."""
+    """CUDA-event clock marker for :class:`StageTimers` (no synchronize until read), recorded on
+    the backend's stream (``stream=0``: the default stream)."""
 
-    __slots__ = ("ev",)
+    __slots__ = ("ev", "stream")
+
+    def __init__(self, stream=0):
+        self.stream = stream
 
     def record(self) -> "EventMarker":
         self.ev = cuda.event(timing=True)
-        self.ev.record()
+        self.ev.record(self.stream)
         return self
 
     def elapsed_ms(self, later: "EventMarker") -> float:
@@ -56,10 +135,6 @@ class GPUBackend:
         self.simulator = bool(numba_config.ENABLE_CUDASIM)
         if self.simulator:
             self.xp = np
-            if solver_mode == "device":
-                raise BackendUnavailableError(
-                    "backend.solver_mode: device needs CuPy, which the CUDA simulator lacks; "
-                    "use solver_mode: host")
         else:
             try:
                 import cupy
@@ -71,6 +146,15 @@ class GPUBackend:
         self.strict = strict
         self.block = block
         self.kernels = get_kernels(strict)
+        self.counters = Counters()
+        self.stream, self.nb_stream = None, 0
+        if not self.simulator:
+            # one stream for CuPy and numba alike: ordered without host syncs, and capturable
+            # (the legacy default stream cannot be captured into a CUDA graph)
+            self.stream = self.xp.cuda.Stream(non_blocking=True)
+            self.stream.use()
+            self.nb_stream = cuda.external_stream(self.stream.ptr)
+            self.counters.watch_cupy_allocations()
 
     def describe(self) -> str:
         dev = "CUDA simulator" if self.simulator else cuda.get_current_device().name
@@ -85,18 +169,46 @@ class GPUBackend:
             self.xp.asarray(a))
 
     def to_host(self, a):
-        return np.asarray(a) if self.simulator else self.xp.asnumpy(a)
+        """A host copy of a backend array (a device→host copy: one host synchronisation)."""
+        self.counters.syncs += 1
+        return np.asarray(a) if self.simulator else self.xp.asnumpy(a, stream=self.stream)
 
     def nb(self, a):
-        """A numba view of a backend array (zero-copy) for kernel arguments."""
-        return a if self.simulator else cuda.as_cuda_array(a)
+        """A numba view of a backend array (zero-copy) for kernel arguments.
+
+        No stream synchronisation (``sync=False``): CuPy and numba share the backend's stream,
+        so the stream order already puts the producer before the consumer."""
+        return a if self.simulator else cuda.as_cuda_array(a, sync=False)
 
     def marker(self):
-        return WallMarker() if self.simulator else EventMarker()
+        return WallMarker() if self.simulator else EventMarker(self.nb_stream)
 
     def synchronize(self) -> None:
+        self.counters.syncs += 1
         if not self.simulator:
-            cuda.synchronize()
+            self.stream.synchronize()
+
+    def launch(self, kernel, griddim, *args):
+        """Launch ``kernel[griddim]`` on the backend's stream, counted in ``counters``.
+
+        Parameters
+        ----------
+        kernel : compiled numba-cuda kernel (dispatcher)
+        griddim : (blocks, threads per block), e.g. from :func:`grid`
+        args : kernel arguments (numba device arrays from :meth:`nb`, or scalars)
+        """
+        self.counters.launches += 1
+        if self.simulator:
+            kernel[griddim](*args)
+        else:
+            kernel[griddim[0], griddim[1], self.nb_stream](*args)
+
+    def capture(self, issue):
+        """A :class:`Graph` of the kernels ``issue()`` launches through :meth:`launch`.
+
+        On a GPU the launches are captured once from the backend's stream into a CUDA graph
+        (nothing runs during capture); under the simulator the graph re-issues them."""
+        return Graph(self, issue)
 
     def csr(self, data, indices, indptr, shape):
         """A sparse matrix of this backend over host (data, indices, indptr).
@@ -115,7 +227,7 @@ class GPUBackend:
     def fill(self, a, value=0.0):
         """a[:] = value with a kernel (numba device-array slice assignment is slow)."""
         flat = a.reshape(-1)
-        self.kernels.fill[grid(flat.shape[0], 256)](self.nb(flat), value)
+        self.launch(self.kernels.fill, grid(flat.shape[0], 256), self.nb(flat), value)
 
     # -- factories ----------------------------------------------------------------------------
     def assembler(self, mesh, sparsity, timers):
@@ -151,8 +263,8 @@ class StrictCSR:
         if x.ndim != 1 or x.shape[0] != self.shape[1]:
             raise ValueError(f"StrictCSR {self.shape} @ vector of shape {x.shape}")
         y = b.xp.empty(self.shape[0], dtype=np.float64)
-        b.kernels.csr_matvec[grid(self.shape[0], 256)](b.nb(self.indptr), b.nb(self.indices),
-                                                        b.nb(self.data), b.nb(x), b.nb(y))
+        b.launch(b.kernels.csr_matvec, grid(self.shape[0], 256), b.nb(self.indptr),
+                 b.nb(self.indices), b.nb(self.data), b.nb(x), b.nb(y))
         return y
 
     def diagonal(self):
@@ -189,8 +301,8 @@ class GPUAssembler:
     def _gather(self, ptr, contrib, ele, bs, out):
         b = self.b
         ntarget = out.shape[0] // bs
-        self.k.gather_blocks[grid(ntarget, 256)](b.nb(ptr), b.nb(contrib), b.nb(ele), bs,
-                                                 b.nb(out))
+        b.launch(self.k.gather_blocks, grid(ntarget, 256), b.nb(ptr), b.nb(contrib), b.nb(ele),
+                 bs, b.nb(out))
 
     def tracer(self, name, u_nl, c_old, src, sigma, c_ref, kdiag, dt_theta, want_matrix=True,
                search=False):
@@ -206,8 +318,8 @@ class GPUAssembler:
                 nb(self.indptr), nb(self.indices))
         if self.deterministic:
             with self.timers(f"integrate tracer {name}"):
-                self.k.tracer[self._grid](*args, ELEMENTS, want_matrix, nb(values), nb(rhs),
-                                          nb(em), nb(er), nb(self.detj))
+                b.launch(self.k.tracer, self._grid, *args, ELEMENTS, want_matrix, nb(values),
+                         nb(rhs), nb(em), nb(er), nb(self.detj))
             with self.timers(f"assemble tracer {name}"):
                 if want_matrix:
                     self._gather(self.cptr, self.contrib, em, 1, values)
@@ -217,8 +329,8 @@ class GPUAssembler:
                 if want_matrix:
                     b.fill(values)
                 b.fill(rhs)
-                self.k.tracer[self._grid](*args, SEARCH if search else ATOMIC, want_matrix,
-                                          nb(values), nb(rhs), nb(em), nb(er), nb(self.detj))
+                b.launch(self.k.tracer, self._grid, *args, SEARCH if search else ATOMIC,
+                         want_matrix, nb(values), nb(rhs), nb(em), nb(er), nb(self.detj))
         return (values if want_matrix else None), rhs
 
     def momentum(self, u_nl, u_old, buoy, p, sigma, u_ref, nudiag, f_cor, dt_theta):
@@ -231,8 +343,8 @@ class GPUAssembler:
                 nb(self.lookup))
         if self.deterministic:
             with self.timers("integrate momentum"):
-                self.k.momentum[self._grid](*args, ELEMENTS, nb(values), nb(rhs), nb(em), nb(er),
-                                            nb(self.detj))
+                b.launch(self.k.momentum, self._grid, *args, ELEMENTS, nb(values), nb(rhs),
+                         nb(em), nb(er), nb(self.detj))
             with self.timers("assemble momentum"):
                 self._gather(self.cptr, self.contrib, em, 9, values)
                 self._gather(self.nptr, self.ncontrib, er, 3, rhs)
@@ -240,8 +352,8 @@ class GPUAssembler:
             with self.timers("integrate+assemble momentum (atomic)"):
                 b.fill(values)
                 b.fill(rhs)
-                self.k.momentum[self._grid](*args, ATOMIC, nb(values), nb(rhs), nb(em), nb(er),
-                                            nb(self.detj))
+                b.launch(self.k.momentum, self._grid, *args, ATOMIC, nb(values), nb(rhs), nb(em),
+                         nb(er), nb(self.detj))
         return values.reshape(self.nnz, 3, 3), rhs.reshape(self.n, 3)
 
     def divergence(self):
@@ -249,7 +361,8 @@ class GPUAssembler:
         em = xp.empty(48 * self.nele)
         out = xp.empty(3 * self.nnz)
         with self.timers("integrate divergence C"):
-            self.k.divergence[self._grid](nb(self.tets), nb(self.coords), nb(em), nb(self.detj))
+            self.b.launch(self.k.divergence, self._grid, nb(self.tets), nb(self.coords), nb(em),
+                          nb(self.detj))
         with self.timers("assemble divergence C"):
             self._gather(self.cptr, self.contrib, em, 3, out)
         return out.reshape(self.nnz, 3), self.detj.copy()
@@ -260,7 +373,8 @@ class GPUAssembler:
         out = xp.empty(self.nnz)
         status = xp.empty(self.nele, dtype=np.int64)
         with self.timers("integrate stabilisation K_p"):
-            self.k.stabilisation[self._grid](nb(self.tets), nb(self.coords), nb(em), nb(status))
+            self.b.launch(self.k.stabilisation, self._grid, nb(self.tets), nb(self.coords),
+                          nb(em), nb(status))
         with self.timers("assemble stabilisation K_p"):
             self._gather(self.cptr, self.contrib, em, 1, out)
         return out, status
@@ -270,7 +384,8 @@ class GPUAssembler:
         er = self._buffer("ele4", 4 * self.nele)
         out = xp.empty(self.n)
         with self.timers("integrate lumped mass"):
-            self.k.lumped_mass[self._grid](nb(self.tets), nb(self.coords), nb(er), nb(self.detj))
+            self.b.launch(self.k.lumped_mass, self._grid, nb(self.tets), nb(self.coords), nb(er),
+                          nb(self.detj))
         with self.timers("assemble lumped mass"):
             self._gather(self.nptr, self.ncontrib, er, 1, out)
         return out

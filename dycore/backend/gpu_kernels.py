@@ -23,7 +23,8 @@ from dycore.assembly.element_kernels import (
     stabilisation_element, tracer_element,
 )
 
-__all__ = ["ATOMIC", "ELEMENTS", "SEARCH", "get_kernels", "BLOCK"]
+__all__ = ["ATOMIC", "ELEMENTS", "SEARCH", "get_kernels", "get_solver_kernels",
+           "kernel_compiler", "BLOCK"]
 
 ATOMIC = 0
 ELEMENTS = 1
@@ -273,6 +274,23 @@ def _fill(a, value):
 _csr_find_device = None
 
 
+def kernel_compiler(strict: bool):
+    """The one compile path of every dycore kernel: ``jit(fn) -> dispatcher``.
+
+    Strict mode: NVVM fma=0 and no LTO (:func:`strict_compile`); the simulator: plain
+    ``cuda.jit`` (it takes no lto option); otherwise ``cuda.jit(fn, lto=False)`` (the call form:
+    the decorator form ignores lto in numba-cuda 0.30.4)."""
+    if strict:
+        from dycore.backend.strict_fp import strict_compile
+        return strict_compile
+    if numba_config.ENABLE_CUDASIM:
+        return cuda.jit
+
+    def jit(fn):
+        return cuda.jit(fn, lto=False)
+    return jit
+
+
 class Kernels:
     """The compiled kernels of one floating-point mode (attributes named after the operators)."""
 
@@ -281,15 +299,7 @@ class Kernels:
         if _csr_find_device is None:
             from dycore.assembly.csr_search import csr_find
             _csr_find_device = cuda.jit(device=True)(csr_find.py_func)
-        if strict:
-            from dycore.backend.strict_fp import strict_compile
-            jit = strict_compile
-        elif numba_config.ENABLE_CUDASIM:
-            jit = cuda.jit                  # the simulator's jit takes no lto option
-        else:
-            def jit(fn):
-                # the call form: the decorator form ignores lto in numba-cuda 0.30.4 (DESIGN §7)
-                return cuda.jit(fn, lto=False)
+        jit = kernel_compiler(strict)
         self.strict = strict
         self.tracer = jit(_tracer)
         self.momentum = jit(_momentum)
@@ -309,6 +319,20 @@ def get_kernels(strict: bool = False) -> Kernels:
     if strict not in _CACHE:
         _CACHE[strict] = Kernels(strict)
     return _CACHE[strict]
+
+
+_SOLVER_CACHE: dict = {}
+
+
+def get_solver_kernels(strict: bool = False, rb: int = 256):
+    """The device solver kernels (:mod:`dycore.solvers.kernels`) for a floating-point mode and
+    reduction block size, built on first use through :func:`kernel_compiler`."""
+    key = (strict, rb)
+    if key not in _SOLVER_CACHE:
+        from dycore.solvers.kernels import build_solver_kernels
+        _SOLVER_CACHE[key] = build_solver_kernels(kernel_compiler(strict),
+                                                  cuda.jit(device=True), rb)
+    return _SOLVER_CACHE[key]
 
 
 def grid(nthreads: int, block: int = BLOCK) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from dycore.errors import ConfigError, SolverDivergedError
 __all__ = ["HostSolver", "block_jacobi_inverse", "amg_hierarchy"]
 
 
-def amg_hierarchy(a):
+def amg_hierarchy(a, max_coarse: int = 500):
     """PyAMG smoothed-aggregation hierarchy for the SPD pressure matrix (host and device use it).
 
     Evolution strength of connection (Olson, Schroder & Tuminaro 2010) and energy-minimising
@@ -33,6 +33,7 @@ def amg_hierarchy(a):
     Parameters
     ----------
     a : scipy sparse (n, n), symmetric positive definite
+    max_coarse : largest coarsest level (solved directly)
 
     Returns
     -------
@@ -44,7 +45,7 @@ def amg_hierarchy(a):
     try:
         return pyamg.smoothed_aggregation_solver(
             a.tocsr(), symmetry="symmetric", strength="evolution", smooth="energy",
-            max_coarse=500)
+            max_coarse=max_coarse)
     finally:
         np.random.set_state(saved)
 

@@ -1,0 +1,459 @@
+"""Device sparse and Krylov kernels: SpMV (CSR and BCSR 3×3), fused vector updates, reductions.
+
+These are what the device solvers are made of (CG + AMG V-cycle, BiCGStab). They take no library
+handle (no cuSPARSE, no CuPy), so a whole solve can be captured in a CUDA graph, and every one of
+them skips its work when the solve's control array says the solve is finished: a graph of K
+iterations replayed past convergence costs a few microseconds per no-op kernel and leaves the
+result of the converged iteration untouched.
+
+Conventions
+-----------
+- A matrix is block-CSR with ``bs``×``bs`` blocks (``bs = 1``: CSR; ``bs = 3``: the momentum
+  BCSR): ``indptr`` (nrow+1,) int32, ``indices`` (nnzb,) int32, ``data`` (nnzb·bs·bs,) float64,
+  row-major within a block. Vectors are flat float64 arrays of length nrow·bs. One thread per
+  block row; a row sum runs in index order from 0.0 (SciPy's ``csr_matvec`` order).
+- ``ctl`` (NCTL,) float64 is the solve's control array (slots below). Every iteration kernel
+  returns at once when ``ctl[DONE] != 0``.
+- Dot products are deterministic two-pass reductions: each block writes its partial sums (fixed
+  tree order in shared memory) to ``partial[block, col]``; one block of :func:`_finish` adds the
+  partials in a fixed order and applies the solver's scalar recurrence (``op``). Same inputs,
+  same launch shape → the same bits, run after run.
+
+The kernel bodies are plain Python functions, compiled by :func:`build_solver_kernels` through
+the project's one compile path (lto off; strict mode fma=0; the simulator without a GPU). Their
+``@njit`` twins for tests are :mod:`dycore.solvers.kernels_cpu`.
+"""
+from __future__ import annotations
+
+import math
+
+from numba import cuda, float64
+
+__all__ = ["NCTL", "DONE", "ITS", "BB", "TOL2", "RR", "RZ", "ALPHA", "BETA", "RHO", "OMEGA",
+           "RTOL2", "ATOL2", "MAXIT", "RUNNING", "CONVERGED", "LIMIT", "BREAKDOWN",
+           "OP_INIT", "OP_CG_ALPHA", "OP_CHECK", "OP_CG_BETA", "OP_BI_ALPHA", "OP_BI_S",
+           "OP_BI_OMEGA", "OP_BI_R", "OP_STORE", "build_solver_kernels", "SolverKernels"]
+
+# -- control-array slots ---------------------------------------------------------------------
+DONE, ITS, BB, TOL2, RR, RZ, PQ, ALPHA, BETA, RHO, OMEGA, RTOL2, ATOL2, MAXIT = range(14)
+NCTL = 16
+#: values of ctl[DONE]
+RUNNING, CONVERGED, LIMIT, BREAKDOWN = 0.0, 1.0, 2.0, 3.0
+
+# -- scalar recurrences applied by _finish (thread 0) -------------------------------------------
+OP_INIT = 0       #: v0 = b·b: ||b||², tolerance, its = 0, rr = rho = b·b; done if b is small
+OP_CG_ALPHA = 1   #: v0 = p·Ap: alpha = rz / pAp
+OP_CHECK = 2      #: v0 = r·r: its += 1; converged / limit / non-finite
+OP_CG_BETA = 3    #: v0 = r·z: beta = rz_new / rz; rz = rz_new
+OP_BI_ALPHA = 4   #: v0 = r̂·v: alpha = rho / r̂·v
+OP_BI_S = 5       #: v0 = s·s: converged on the half step (x already has + alpha·p̂)
+OP_BI_OMEGA = 6   #: v0 = t·s, v1 = t·t: omega = t·s / t·t
+OP_BI_R = 7       #: v0 = r·r, v1 = r̂·r: its += 1; check; beta = (rho'/rho)(alpha/omega)
+OP_STORE = 8      #: v0 -> ctl[slot] (diagnostics)
+OP_CG_RZ0 = 9     #: v0 = r·z of the initial residual: rz = v0
+
+
+def _scalar_op(ctl, op, v0, v1, slot):
+    """The solver recurrences on the control array (one thread)."""
+    if op == OP_INIT:
+        ctl[BB] = v0
+        tol2 = ctl[RTOL2] * v0
+        if ctl[ATOL2] > tol2:
+            tol2 = ctl[ATOL2]
+        ctl[TOL2] = tol2
+        ctl[ITS] = 0.0
+        ctl[RR] = v0
+        ctl[RHO] = v0
+        ctl[ALPHA] = 1.0
+        ctl[OMEGA] = 1.0
+        ctl[BETA] = 0.0
+        if v0 <= tol2:
+            ctl[DONE] = CONVERGED
+        elif not (v0 == v0) or v0 == math.inf:
+            ctl[DONE] = BREAKDOWN
+        else:
+            ctl[DONE] = RUNNING
+    elif op == OP_CG_ALPHA:
+        ctl[PQ] = v0
+        ctl[ALPHA] = ctl[RZ] / v0
+    elif op == OP_CHECK or op == OP_BI_R:
+        ctl[RR] = v0
+        ctl[ITS] += 1.0
+        if v0 <= ctl[TOL2]:
+            ctl[DONE] = CONVERGED
+        elif not (v0 == v0) or v0 == math.inf:
+            ctl[DONE] = BREAKDOWN
+        elif ctl[ITS] >= ctl[MAXIT]:
+            ctl[DONE] = LIMIT
+        if op == OP_BI_R and ctl[DONE] == RUNNING:
+            if ctl[RHO] == 0.0 or ctl[OMEGA] == 0.0:
+                ctl[DONE] = BREAKDOWN
+            else:
+                ctl[BETA] = (v1 / ctl[RHO]) * (ctl[ALPHA] / ctl[OMEGA])
+                ctl[RHO] = v1
+    elif op == OP_CG_BETA:
+        ctl[BETA] = v0 / ctl[RZ]
+        ctl[RZ] = v0
+    elif op == OP_CG_RZ0:
+        ctl[RZ] = v0
+    elif op == OP_BI_ALPHA:
+        if v0 == 0.0:
+            ctl[DONE] = BREAKDOWN
+        else:
+            ctl[ALPHA] = ctl[RHO] / v0
+    elif op == OP_BI_S:
+        if v0 <= ctl[TOL2]:
+            ctl[RR] = v0
+            ctl[ITS] += 1.0
+            ctl[DONE] = CONVERGED
+    elif op == OP_BI_OMEGA:
+        if v1 == 0.0:
+            ctl[DONE] = BREAKDOWN
+        else:
+            ctl[OMEGA] = v0 / v1
+    elif op == OP_STORE:
+        ctl[slot] = v0
+
+
+def build_solver_kernels(jit, device_jit, rb: int):
+    """Compile the solver kernels with ``jit`` (a ``cuda.jit``-like callable).
+
+    Parameters
+    ----------
+    jit : callable
+        Kernel compiler of the project's compile path (see :mod:`dycore.backend.gpu_kernels`).
+    device_jit : callable
+        Device-function compiler (``cuda.jit(device=True)``).
+    rb : int
+        Threads per block of every reduction kernel (a power of two, ≤ 1024); fixed for a
+        workspace, so the reduction order is too.
+
+    Returns
+    -------
+    SolverKernels
+    """
+    if rb < 1 or rb & (rb - 1) or rb > 1024:
+        raise ValueError(f"reduction block {rb}: expected a power of two <= 1024")
+    RB = rb
+    scalar_op = device_jit(_scalar_op)
+
+    @device_jit
+    def block_sum(sh, col, t):
+        """Tree sum of sh[col, :RB] into sh[col, 0]; every thread of the block calls it."""
+        s = RB // 2
+        while s > 0:
+            cuda.syncthreads()
+            if t < s:
+                sh[col, t] += sh[col, t + s]
+            s //= 2
+        cuda.syncthreads()
+
+    def bsr_spmv(indptr, indices, data, bs, x, b, y, mode, w, partial, ctl):
+        """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) over block rows; with
+        ``partial.shape[1] > 0`` also the block partial of w·y."""
+        sh = cuda.shared.array((1, RB), float64)
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        acc = 0.0
+        if i < indptr.shape[0] - 1:
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                base = k * bs * bs
+                col = indices[k] * bs
+                if bs == 1:
+                    s0 += data[k] * x[col]
+                else:
+                    x0 = x[col]
+                    x1 = x[col + 1]
+                    x2 = x[col + 2]
+                    s0 += data[base] * x0
+                    s0 += data[base + 1] * x1
+                    s0 += data[base + 2] * x2
+                    s1 += data[base + 3] * x0
+                    s1 += data[base + 4] * x1
+                    s1 += data[base + 5] * x2
+                    s2 += data[base + 6] * x0
+                    s2 += data[base + 7] * x1
+                    s2 += data[base + 8] * x2
+            for a in range(bs):
+                s = s0
+                if a == 1:
+                    s = s1
+                elif a == 2:
+                    s = s2
+                r = i * bs + a
+                if mode == 1:
+                    s = b[r] - s
+                elif mode == 2:
+                    s = y[r] + s
+                y[r] = s
+                if partial.shape[1] > 0:
+                    acc += w[r] * s
+        if partial.shape[1] > 0:
+            sh[0, t] = acc
+            block_sum(sh, 0, t)
+            if t == 0:
+                partial[cuda.blockIdx.x, 0] = sh[0, 0]
+
+    def smooth(indptr, indices, data, x, b, dinv, d, x_new, c1, c2, first, partial, ctl):
+        """One polynomial (Chebyshev / damped-Jacobi) smoothing step on a CSR level:
+        d = c1·D⁻¹(b − A x) + c2·d; x_new = x + d (``first``: x = 0, d = c1·D⁻¹b, x_new = d).
+        With ``partial.shape[1] > 0`` also the block partial of b·x_new."""
+        sh = cuda.shared.array((1, RB), float64)
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        acc = 0.0
+        if i < indptr.shape[0] - 1:
+            if first:
+                di = c1 * (dinv[i] * b[i])
+                xn = di
+            else:
+                s = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    s += data[k] * x[indices[k]]
+                di = c1 * (dinv[i] * (b[i] - s)) + c2 * d[i]
+                xn = x[i] + di
+            d[i] = di
+            x_new[i] = xn
+            acc = b[i] * xn
+        if partial.shape[1] > 0:
+            sh[0, t] = acc
+            block_sum(sh, 0, t)
+            if t == 0:
+                partial[cuda.blockIdx.x, 0] = sh[0, 0]
+
+    def dense_matvec(m, x, y, ctl):
+        """y = M x for a small dense (n, n) M (the AMG coarsest level)."""
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        if i < y.shape[0]:
+            s = 0.0
+            for j in range(m.shape[1]):
+                s += m[i, j] * x[j]
+            y[i] = s
+
+    def finish(partial, nparts, op, slot, ctl):
+        """Sum partial[:nparts, :2] in a fixed order (one block) and apply ``op`` to ctl."""
+        sh = cuda.shared.array((2, RB), float64)
+        if op != OP_INIT and op != OP_STORE and ctl[DONE] != 0.0:
+            return
+        t = cuda.threadIdx.x
+        ncol = partial.shape[1]
+        for c in range(2):
+            s = 0.0
+            if c < ncol:
+                for q in range(t, nparts, RB):
+                    s += partial[q, c]
+            sh[c, t] = s
+        block_sum(sh, 0, t)
+        block_sum(sh, 1, t)
+        if t == 0:
+            scalar_op(ctl, op, sh[0, 0], sh[1, 0], slot)
+
+    def init_residual(b, x, r, rhat, partial, ctl):
+        """Start of a solve (ignores ctl[DONE]): x = 0, r = b, r̂ = b (when given), partial b·b."""
+        sh = cuda.shared.array((1, RB), float64)
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        acc = 0.0
+        if i < b.shape[0]:
+            v = b[i]
+            x[i] = 0.0
+            r[i] = v
+            if rhat.shape[0] > 0:
+                rhat[i] = v
+            acc = v * v
+        sh[0, t] = acc
+        block_sum(sh, 0, t)
+        if t == 0:
+            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+
+    def cg_update_xr(x, r, p, q, partial, ctl):
+        """x += alpha p; r −= alpha q; partial r·r."""
+        sh = cuda.shared.array((1, RB), float64)
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        alpha = ctl[ALPHA]
+        acc = 0.0
+        if i < x.shape[0]:
+            x[i] += alpha * p[i]
+            ri = r[i] - alpha * q[i]
+            r[i] = ri
+            acc = ri * ri
+        sh[0, t] = acc
+        block_sum(sh, 0, t)
+        if t == 0:
+            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+
+    def cg_update_p(p, z, first, ctl):
+        """p = z (first) or p = z + beta p."""
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        if i < p.shape[0]:
+            if first:
+                p[i] = z[i]
+            else:
+                p[i] = z[i] + ctl[BETA] * p[i]
+
+    def block_apply(minv, bs, src, dst, i):
+        for a in range(bs):
+            s = 0.0
+            for c in range(bs):
+                s += minv[(i * bs + a) * bs + c] * src[i * bs + c]
+            dst[i * bs + a] = s
+
+    block_apply_d = device_jit(block_apply)
+
+    def bi_update_p(r, p, v, minv, bs, phat, ctl):
+        """p = r (first iteration) or p = r + beta (p − omega v); p̂ = M⁻¹ p (pointwise M)."""
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        if i < phat.shape[0] // bs:
+            first = ctl[ITS] == 0.0
+            beta = ctl[BETA]
+            omega = ctl[OMEGA]
+            for a in range(bs):
+                k = i * bs + a
+                if first:
+                    p[k] = r[k]
+                else:
+                    p[k] = r[k] + beta * (p[k] - omega * v[k])
+            block_apply_d(minv, bs, p, phat, i)
+
+    def bi_update_s(r, v, x, phat, minv, bs, shat, partial, ctl):
+        """s = r − alpha v (in r); x += alpha p̂; ŝ = M⁻¹ s; partial s·s."""
+        sh = cuda.shared.array((1, RB), float64)
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        alpha = ctl[ALPHA]
+        acc = 0.0
+        if i < shat.shape[0] // bs:
+            for a in range(bs):
+                k = i * bs + a
+                s = r[k] - alpha * v[k]
+                r[k] = s
+                x[k] += alpha * phat[k]
+                acc += s * s
+            block_apply_d(minv, bs, r, shat, i)
+        sh[0, t] = acc
+        block_sum(sh, 0, t)
+        if t == 0:
+            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+
+    def bi_dots_ts(tv, s, partial, ctl):
+        """partials t·s and t·t."""
+        sh = cuda.shared.array((2, RB), float64)
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        a0 = 0.0
+        a1 = 0.0
+        if i < tv.shape[0]:
+            a0 = tv[i] * s[i]
+            a1 = tv[i] * tv[i]
+        sh[0, t] = a0
+        sh[1, t] = a1
+        block_sum(sh, 0, t)
+        block_sum(sh, 1, t)
+        if t == 0:
+            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+            partial[cuda.blockIdx.x, 1] = sh[1, 0]
+
+    def bi_update_xr(x, r, shat, tv, rhat, partial, ctl):
+        """x += omega ŝ; r = s − omega t; partials r·r and r̂·r."""
+        sh = cuda.shared.array((2, RB), float64)
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        omega = ctl[OMEGA]
+        a0 = 0.0
+        a1 = 0.0
+        if i < x.shape[0]:
+            x[i] += omega * shat[i]
+            ri = r[i] - omega * tv[i]
+            r[i] = ri
+            a0 = ri * ri
+            a1 = rhat[i] * ri
+        sh[0, t] = a0
+        sh[1, t] = a1
+        block_sum(sh, 0, t)
+        block_sum(sh, 1, t)
+        if t == 0:
+            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+            partial[cuda.blockIdx.x, 1] = sh[1, 0]
+
+    def block_inverse(values, diag_pos, bs, kind, minv):
+        """minv[i] = inverse of the diagonal block i (kind 2), of its diagonal (kind 1), or the
+        identity (kind 0); values is the flat (nnzb·bs·bs,) matrix."""
+        i = cuda.grid(1)
+        if i >= diag_pos.shape[0]:
+            return
+        base = diag_pos[i] * bs * bs
+        o = i * bs * bs
+        for a in range(bs * bs):
+            minv[o + a] = 0.0
+        if kind == 0:
+            for a in range(bs):
+                minv[o + a * bs + a] = 1.0
+        elif kind == 1 or bs == 1:
+            for a in range(bs):
+                minv[o + a * bs + a] = 1.0 / values[base + a * bs + a]
+        else:
+            m00 = values[base]
+            m01 = values[base + 1]
+            m02 = values[base + 2]
+            m10 = values[base + 3]
+            m11 = values[base + 4]
+            m12 = values[base + 5]
+            m20 = values[base + 6]
+            m21 = values[base + 7]
+            m22 = values[base + 8]
+            c00 = m11 * m22 - m12 * m21
+            c01 = m12 * m20 - m10 * m22
+            c02 = m10 * m21 - m11 * m20
+            det = m00 * c00 + m01 * c01 + m02 * c02
+            inv = 1.0 / det
+            minv[o] = c00 * inv
+            minv[o + 1] = (m02 * m21 - m01 * m22) * inv
+            minv[o + 2] = (m01 * m12 - m02 * m11) * inv
+            minv[o + 3] = c01 * inv
+            minv[o + 4] = (m00 * m22 - m02 * m20) * inv
+            minv[o + 5] = (m02 * m10 - m00 * m12) * inv
+            minv[o + 6] = c02 * inv
+            minv[o + 7] = (m01 * m20 - m00 * m21) * inv
+            minv[o + 8] = (m00 * m11 - m01 * m10) * inv
+
+    def copy(src, dst):
+        i = cuda.grid(1)
+        if i < dst.shape[0]:
+            dst[i] = src[i]
+
+    return SolverKernels(rb=RB, bsr_spmv=jit(bsr_spmv), smooth=jit(smooth),
+                         dense_matvec=jit(dense_matvec), finish=jit(finish),
+                         init_residual=jit(init_residual), cg_update_xr=jit(cg_update_xr),
+                         cg_update_p=jit(cg_update_p), bi_update_p=jit(bi_update_p),
+                         bi_update_s=jit(bi_update_s), bi_dots_ts=jit(bi_dots_ts),
+                         bi_update_xr=jit(bi_update_xr), block_inverse=jit(block_inverse),
+                         copy=jit(copy))
+
+
+class SolverKernels:
+    """The compiled solver kernels (attributes named after the functions above) and ``rb``."""
+
+    def __init__(self, **kernels):
+        self.__dict__.update(kernels)

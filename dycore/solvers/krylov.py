@@ -1,0 +1,301 @@
+"""Device Krylov solvers that need no host synchronisation per iteration: PCG and BiCGStab.
+
+Both are written as sequences of the kernels of :mod:`dycore.solvers.kernels`, issued through
+the backend (``backend.launch``), over work arrays allocated once. A solve is
+
+    start       (x = 0, r = b, ||b||², the tolerance, the preconditioner set-up)
+    iteration × K
+
+where every iteration kernel is a no-op once the solve's control array says it is finished. On a
+GPU the start and a chunk of K iterations are captured once as CUDA graphs and replayed; the host
+reads the control array (one small device→host copy) only after a chunk, to see whether the solve
+converged, so a solve costs one host synchronisation, not one per iteration.
+
+Stopping test, as SciPy's: ``||r||₂ ≤ max(rtol·||b||₂, atol)`` on the recursively updated
+residual; ``maxiter`` counts iterations (matrix–vector products for CG, pairs for BiCGStab).
+
+PCG: Saad, *Iterative Methods for Sparse Linear Systems* (2nd ed.), Alg. 9.1. BiCGStab with right
+preconditioning: van der Vorst (1992), in the form of SciPy's ``bicgstab``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dycore.solvers import kernels as K
+from dycore.errors import SolverDivergedError
+
+__all__ = ["DeviceLinalg", "DeviceMatrix", "DevicePCG", "DeviceBiCGStab"]
+
+
+class DeviceLinalg:
+    """The solver kernels of one backend plus allocation and launch helpers.
+
+    Parameters
+    ----------
+    backend : GPUBackend (a GPU or the CUDA simulator)
+    rb : threads per block of every solver kernel (a power of two)
+    """
+
+    def __init__(self, backend, rb: int = 256):
+        from dycore.backend.gpu_kernels import get_solver_kernels
+        self.b, self.rb = backend, rb
+        self.k = get_solver_kernels(backend.strict, rb)
+        self.empty_f = self.nb(backend.xp.zeros(0))
+        self.no_partial = self.nb(backend.xp.zeros((1, 0)))
+
+    def nb(self, a):
+        return self.b.nb(a)
+
+    def zeros(self, *shape):
+        """A zeroed float64 backend array and its numba view: (array, view)."""
+        a = self.b.xp.zeros(shape if len(shape) > 1 else shape[0], dtype=np.float64)
+        return a, self.nb(a)
+
+    def nblocks(self, n: int) -> int:
+        return max(1, (n + self.rb - 1) // self.rb)
+
+    def launch(self, kernel, n: int, *args):
+        """``kernel`` over ``n`` threads in blocks of ``rb``."""
+        self.b.launch(kernel, (self.nblocks(n), self.rb), *args)
+
+    def finish(self, partial, nparts: int, op: int, ctl, slot: int = 0):
+        self.b.launch(self.k.finish, (1, self.rb), partial, nparts, op, slot, ctl)
+
+    def spmv(self, a, x, y, mode=0, b=None, w=None, partial=None, ctl=None):
+        """y = A x / b − A x / y + A x (mode 0/1/2), optionally with block partials of w·y."""
+        self.launch(self.k.bsr_spmv, a.nrow, a.indptr, a.indices, a.data, a.bs, x,
+                    self.empty_f if b is None else b, y, mode,
+                    self.empty_f if w is None else w,
+                    self.no_partial if partial is None else partial, ctl)
+
+
+class DeviceMatrix:
+    """A block-CSR matrix on the device: views of (indptr, indices, data) and the block size.
+
+    Parameters
+    ----------
+    la : DeviceLinalg
+    indptr : (nrow+1,) int32; indices : (nnzb,) int32 — backend or host arrays
+    data : (nnzb·bs·bs,) float64 backend array (e.g. an assembler's values buffer, used in place)
+    bs : 1 (CSR) or 3 (BCSR 3×3)
+    """
+
+    def __init__(self, la, indptr, indices, data, bs: int = 1):
+        b = la.b
+        self.indptr = la.nb(b.to_device(np.asarray(indptr, np.int32)) if isinstance(
+            indptr, np.ndarray) else indptr)
+        self.indices = la.nb(b.to_device(np.asarray(indices, np.int32)) if isinstance(
+            indices, np.ndarray) else indices)
+        self.data = la.nb(b.to_device(np.asarray(data, np.float64)) if isinstance(
+            data, np.ndarray) else data.reshape(-1))
+        self.nrow = int(self.indptr.shape[0]) - 1
+        self.bs = bs
+        self.n = self.nrow * bs
+
+    @classmethod
+    def from_scipy(cls, la, a):
+        """From a SciPy CSR matrix (copied to the device once)."""
+        a = a.tocsr()
+        a.sort_indices()
+        return cls(la, a.indptr, a.indices, a.data, 1)
+
+
+class _Solver:
+    """Control array, chunked replay and the convergence verdict shared by PCG and BiCGStab."""
+
+    name = "solver"
+
+    def __init__(self, la, n: int, cfg, ctl_row, label: str):
+        self.la, self.n, self.cfg, self.label = la, n, cfg, label
+        self.ctl_arr = ctl_row
+        self.ctl = la.nb(ctl_row)
+        self.partial_arr, self.partial = la.zeros(la.nblocks(n), 2)
+        host = np.zeros(K.NCTL)
+        host[K.RTOL2] = cfg.rtol * cfg.rtol
+        host[K.ATOL2] = cfg.atol * cfg.atol
+        host[K.MAXIT] = cfg.max_iterations
+        ctl_row[...] = la.b.to_device(host) if not la.b.simulator else host
+        self.chunk = 8
+        self._graphs = {}
+
+    def _run(self, key, start, iterate, check: bool = True):
+        """Issue (or replay) start + chunks of iterations; with ``check`` read the verdict.
+
+        The first call with a given ``key`` launches directly (compiling the kernels) and learns
+        how many iterations a solve takes; later calls replay graphs of the start plus that
+        many iterations (and a margin), then of ``chunk`` more while the solve is not finished.
+        """
+        b = self.la.b
+        g = self._graphs.get(key)
+        if g is None:
+            start()
+            its = 0
+            while True:
+                for _ in range(self.chunk):
+                    iterate()
+                its += self.chunk
+                done, n_its = self.read()
+                if done != K.RUNNING or n_its >= self.cfg.max_iterations:
+                    break
+            budget = int(min(self.cfg.max_iterations, np.ceil(1.2 * max(n_its, 1)) + 2))
+
+            def first():
+                start()
+                for _ in range(budget):
+                    iterate()
+
+            def more():
+                for _ in range(self.chunk):
+                    iterate()
+            self._graphs[key] = (b.capture(first), b.capture(more))
+            return self._verdict(done, n_its) if check else None
+        first, more = g
+        first.replay()
+        if not check:
+            return None
+        while True:
+            done, n_its = self.read()
+            if done != K.RUNNING:
+                return self._verdict(done, n_its)
+            more.replay()
+
+    def read(self):
+        """(ctl[DONE], ctl[ITS]) from the device: one device→host copy."""
+        host = self.la.b.to_host(self.ctl_arr)
+        return float(host[K.DONE]), int(host[K.ITS])
+
+    def _verdict(self, done, its):
+        if done == K.CONVERGED:
+            return its
+        cfg = self.cfg
+        why = {K.LIMIT: "iteration limit reached", K.BREAKDOWN: "breakdown or non-finite "
+               "residual"}.get(done, "not finished")
+        raise SolverDivergedError(
+            f"{self.label} solve ({self.name}, device) did not converge: {why} after {its} "
+            f"iterations (rtol {cfg.rtol:g}, max_iterations {cfg.max_iterations})")
+
+
+class DevicePCG(_Solver):
+    """Preconditioned CG for an SPD CSR matrix, the preconditioner being a device V-cycle.
+
+    Parameters
+    ----------
+    la : DeviceLinalg; a : DeviceMatrix (bs = 1)
+    precond : object with ``issue(r, z_partial) -> z`` launching z = M⁻¹ r and the partials of
+        r·z into ``z_partial`` (e.g. :class:`dycore.solvers.amg.DeviceVCycle`), or None
+    cfg : LinearSolverConfig (rtol, atol, max_iterations); ctl_row : (NCTL,) backend array
+    """
+
+    name = "cg"
+
+    def __init__(self, la, a, precond, cfg, ctl_row, label="pressure"):
+        super().__init__(la, a.n, cfg, ctl_row, label)
+        self.a, self.m = a, precond
+        n = a.n
+        self.b_arr, self.bv = la.zeros(n)
+        self.x_arr, self.x = la.zeros(n)
+        self.r_arr, self.r = la.zeros(n)
+        self.p_arr, self.p = la.zeros(n)
+        self.q_arr, self.q = la.zeros(n)
+        self.zid_arr, self.zid = la.zeros(n)          # z without a preconditioner (z = r copy)
+
+    def _precondition(self):
+        la, k = self.la, self.la.k
+        if self.m is None:
+            la.launch(k.copy, self.n, self.r, self.zid)
+            la.launch(k.bi_dots_ts, self.n, self.zid, self.r, self.partial, self.ctl)
+            return self.zid
+        return self.m.issue(self.r, self.partial, self.ctl)
+
+    def _start(self):
+        la, k = self.la, self.la.k
+        la.launch(k.init_residual, self.n, self.bv, self.x, self.r, la.empty_f, self.partial,
+                  self.ctl)
+        la.finish(self.partial, la.nblocks(self.n), K.OP_INIT, self.ctl)
+        z = self._precondition()
+        la.finish(self.partial, la.nblocks(self.n), K.OP_CG_RZ0, self.ctl)
+        la.launch(k.cg_update_p, self.n, self.p, z, 1, self.ctl)
+
+    def _iterate(self):
+        la, k, nb = self.la, self.la.k, self.la.nblocks(self.n)
+        la.spmv(self.a, self.p, self.q, w=self.p, partial=self.partial, ctl=self.ctl)
+        la.finish(self.partial, nb, K.OP_CG_ALPHA, self.ctl)
+        la.launch(k.cg_update_xr, self.n, self.x, self.r, self.p, self.q, self.partial,
+                  self.ctl)
+        la.finish(self.partial, nb, K.OP_CHECK, self.ctl)
+        z = self._precondition()
+        la.finish(self.partial, nb, K.OP_CG_BETA, self.ctl)
+        la.launch(k.cg_update_p, self.n, self.p, z, 0, self.ctl)
+
+    def solve(self, check: bool = True):
+        """Solve A x = b for b in ``self.b_arr``; returns (x backend array, iterations or None).
+
+        The solution array is the solver's own (overwritten by its next solve).
+
+        Raises
+        ------
+        SolverDivergedError (with ``check``) when the solve stops unconverged.
+        """
+        its = self._run("cg", self._start, self._iterate, check)
+        return self.x_arr, its
+
+
+class DeviceBiCGStab(_Solver):
+    """Right-preconditioned BiCGStab for a (block-)CSR matrix assembled in place.
+
+    Parameters
+    ----------
+    la : DeviceLinalg; nrow : block rows; bs : 1 (CSR) or 3 (BCSR 3×3)
+    diag_pos : (nrow,) positions of the diagonal blocks in the matrix (for (block-)Jacobi)
+    preconditioner : "block_jacobi", "jacobi" or "none" (pointwise, fused into the updates)
+    cfg : LinearSolverConfig; ctl_row : (NCTL,) backend array; label : name for errors
+    """
+
+    name = "bicgstab"
+
+    def __init__(self, la, nrow, bs, diag_pos, preconditioner, cfg, ctl_row, label):
+        super().__init__(la, nrow * bs, cfg, ctl_row, label)
+        self.nrow, self.bs = nrow, bs
+        self.kind = {"none": 0, "jacobi": 1, "block_jacobi": 2}[preconditioner]
+        self.diag_pos = la.nb(la.b.to_device(np.asarray(diag_pos, np.int32)))
+        n = self.n
+        self.x_arr, self.x = la.zeros(n)
+        for name in ("r", "rhat", "p", "phat", "v", "shat", "t"):
+            setattr(self, name, la.zeros(n)[1])
+        self.minv = la.zeros(nrow * bs * bs)[1]
+
+    def solve(self, a, rhs, check: bool = True):
+        """Solve A x = rhs; a : DeviceMatrix over the assembled values, rhs : numba view.
+
+        Returns (x backend array — the solver's own, iterations or None).
+
+        Raises
+        ------
+        SolverDivergedError (with ``check``) when the solve stops unconverged.
+        """
+        la, k, n, nrow = self.la, self.la.k, self.n, self.nrow
+        bs, ctl, part = self.bs, self.ctl, self.partial
+
+        def start():
+            la.launch(k.init_residual, n, rhs, self.x, self.r, self.rhat, part, ctl)
+            la.finish(part, la.nblocks(n), K.OP_INIT, ctl)
+            la.launch(k.block_inverse, nrow, a.data, self.diag_pos, bs, self.kind, self.minv)
+
+        def iterate():
+            la.launch(k.bi_update_p, nrow, self.r, self.p, self.v, self.minv, bs, self.phat,
+                      ctl)
+            la.spmv(a, self.phat, self.v, w=self.rhat, partial=part, ctl=ctl)
+            la.finish(part, la.nblocks(nrow), K.OP_BI_ALPHA, ctl)
+            la.launch(k.bi_update_s, nrow, self.r, self.v, self.x, self.phat, self.minv, bs,
+                      self.shat, part, ctl)
+            la.finish(part, la.nblocks(nrow), K.OP_BI_S, ctl)
+            la.spmv(a, self.shat, self.t, ctl=ctl)
+            la.launch(k.bi_dots_ts, n, self.t, self.r, part, ctl)
+            la.finish(part, la.nblocks(n), K.OP_BI_OMEGA, ctl)
+            la.launch(k.bi_update_xr, n, self.x, self.r, self.shat, self.t, self.rhat, part,
+                      ctl)
+            la.finish(part, la.nblocks(n), K.OP_BI_R, ctl)
+
+        key = (id(a.data), id(rhs))
+        its = self._run(key, start, iterate, check)
+        return self.x_arr, its
