@@ -269,6 +269,61 @@ def part_steps(cfg, nsteps: int, results: dict) -> None:
     results["steps"] = out
 
 
+def part_device(cfg, nsteps: int, results: dict) -> None:
+    """The device-solver step: wall time per step, what each step issues (kernel launches from
+    Python, graph replays and the kernels they ran, host syncs, CuPy allocations, counted by the
+    backend), iterations per solve, the stage table; then the fields after the same steps against
+    the host-solver path (SciPy/PyAMG) from the same initial state, in this process."""
+    from dycore.config import Config
+    from dycore.timestepping.simulation import build_simulation
+    sims = {}
+    for label, over in (("device", {"name": "gpu", "solver_mode": "device", "assembly": "atomic"}),
+                        ("host", {"name": "gpu", "solver_mode": "host", "assembly": "atomic"})):
+        c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
+                                                                   **over}})
+        t0 = time.perf_counter()
+        sims[label] = build_simulation(c)
+        say(f"{label}: build {time.perf_counter() - t0:.1f} s")
+    sim = sims["device"]
+    b = sim.backend
+    t0 = time.perf_counter()
+    for _ in range(2):
+        d = sim.step()
+    say(f"device: 2 warm-up steps {time.perf_counter() - t0:.1f} s "
+        f"(iterations p/m/t {d['solver_iterations_pressure']}/"
+        f"{d['solver_iterations_momentum']}/{d['solver_iterations_tracer']})")
+    sim.timers.reset()
+    rows = []
+    for k in range(nsteps):
+        c0 = b.counters.snapshot()
+        t0 = time.perf_counter()
+        d = sim.step()
+        ms = (time.perf_counter() - t0) * 1e3
+        c1 = b.counters.snapshot()
+        row = {"ms": ms, **{f: c1[f] - c0[f] for f in c0},
+               **{f"its_{s}": d[f"solver_iterations_{s}"] for s in ("pressure", "momentum",
+                                                                     "tracer")}}
+        rows.append(row)
+    med = {f: statistics.median(r[f] for r in rows) for f in rows[0]}
+    say(f"device step: median {med['ms']:.2f} ms [{min(r['ms'] for r in rows):.2f}-"
+        f"{max(r['ms'] for r in rows):.2f}] over {nsteps} steps after 2 warm-up (host clock "
+        f"around step() + synchronize)")
+    say("per step (median): " + ", ".join(f"{k} {v:g}" for k, v in med.items() if k != "ms"))
+    say(sim.timers.table("device-solver step: stage timers (CUDA events)"))
+    results["device"] = {"rows": rows, "median": med, "table": sim.timers.table()}
+    # the same number of steps on the host-solver path, then the fields side by side
+    host = sims["host"]
+    for _ in range(nsteps + 2):
+        dh = host.step()
+    fd, fh = sim.host_fields(), host.host_fields()
+    diffs = {f: max_diff(fh[f], fd[f]) for f in fd}
+    say(f"device vs host solvers after {nsteps + 2} steps (max|diff|/max|host|): " +
+        "  ".join(f"{f} {v['max_rel_to_max']:.2e}" for f, v in diffs.items()))
+    say(f"host iterations last step p/m/t {dh['solver_iterations_pressure']}/"
+        f"{dh['solver_iterations_momentum']}/{dh['solver_iterations_tracer']}")
+    results["device"]["vs_host"] = diffs
+
+
 def part_compare(cfg, nsteps: int, results: dict) -> None:
     """CPU and GPU (host-solver mode) stepped in lockstep from the same initial state.
 
@@ -421,7 +476,8 @@ def main() -> int:
                 "steps": lambda: part_steps(cfg, args.steps, results),
                 "compare": lambda: part_compare(cfg, args.compare_steps, results),
                 "libm": lambda: part_libm(results),
-                "modes": lambda: part_modes(cfg, args.repeat, args.steps, results)}
+                "modes": lambda: part_modes(cfg, args.repeat, args.steps, results),
+                "device": lambda: part_device(cfg, args.steps, results)}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in run_part]
     if unknown:

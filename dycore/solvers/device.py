@@ -83,16 +83,22 @@ class DeviceSystems:
         self._indices = backend.to_device(sparsity.indices.astype(np.int32))
         self._matrices, self._views = {}, {}
 
+    @staticmethod
+    def _key(a):
+        """Identity of an array's memory (views made per call share it; ``id`` would not)."""
+        ptr = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+        return ptr, a.size
+
     def _matrix(self, values, bs):
         """The DeviceMatrix over an assembler's values buffer (cached: the buffer is fixed)."""
-        key = id(values)
+        key = self._key(values)
         if key not in self._matrices:
             self._matrices[key] = (values, DeviceMatrix(self.la, self._indptr, self._indices,
                                                         values, bs))
         return self._matrices[key][1]
 
     def _view(self, a):
-        key = id(a)
+        key = self._key(a)
         if key not in self._views:
             self._views[key] = (a, self.la.nb(a.reshape(-1)))
         return self._views[key][1]

@@ -81,16 +81,19 @@ class DeviceMatrix:
     """
 
     def __init__(self, la, indptr, indices, data, bs: int = 1):
-        b = la.b
-        self.indptr = la.nb(b.to_device(np.asarray(indptr, np.int32)) if isinstance(
-            indptr, np.ndarray) else indptr)
-        self.indices = la.nb(b.to_device(np.asarray(indices, np.int32)) if isinstance(
-            indices, np.ndarray) else indices)
-        self.data = la.nb(b.to_device(np.asarray(data, np.float64)) if isinstance(
-            data, np.ndarray) else data.reshape(-1))
+        self.indptr = la.nb(self._device(la, indptr, np.int32))
+        self.indices = la.nb(self._device(la, indices, np.int32))
+        self.data = la.nb(self._device(la, data, np.float64).reshape(-1))
         self.nrow = int(self.indptr.shape[0]) - 1
         self.bs = bs
         self.n = self.nrow * bs
+
+    @staticmethod
+    def _device(la, a, dtype):
+        """Host arrays are copied to the device once; backend arrays are used in place."""
+        if isinstance(a, np.ndarray) and not la.b.simulator:
+            return la.b.to_device(np.asarray(a, dtype))
+        return a if a.dtype == dtype else a.astype(dtype)
 
     @classmethod
     def from_scipy(cls, la, a):
@@ -296,6 +299,6 @@ class DeviceBiCGStab(_Solver):
                       ctl)
             la.finish(part, la.nblocks(n), K.OP_BI_R, ctl)
 
-        key = (id(a.data), id(rhs))
+        key = (id(a), id(rhs))           # DeviceSystems caches both per buffer
         its = self._run(key, start, iterate, check)
         return self.x_arr, its
