@@ -1,6 +1,6 @@
 """The run configuration: typed, validated pydantic models of the YAML file (STYLE.md principle 8).
 
-A configuration file has seven sections, every key optional (the defaults below are the only place
+A configuration file has eight sections, every key optional (the defaults below are the only place
 defaults live; ``dycore config --reference`` prints them as Markdown)::
 
     case:     which test case and overrides of its own parameters
@@ -10,8 +10,9 @@ defaults live; ``dycore config --reference`` prints them as Markdown)::
     solvers:  Krylov method, preconditioner and tolerances per linear system
     backend:  cpu / gpu, host or device solvers, assembly mode, strict floating point
     output:   netCDF path, snapshot interval, diagnostics cadence, progress bar
+    stability: when a run that leaves physical bounds is stopped
 
-Unknown keys are rejected at every level. :func:`load_config` turns every validation problem into
+Unknown keys and non-finite numbers (``.inf``, ``.nan``) are rejected at every level. :func:`load_config` turns every validation problem into
 one :class:`~dycore.errors.ConfigError` whose message has one line per problem::
 
     configs/run.yaml: time.dt: expected greater than 0 (got -1.0)
@@ -19,6 +20,8 @@ one :class:`~dycore.errors.ConfigError` whose message has one line per problem::
 """
 from __future__ import annotations
 
+import logging
+import math
 import re
 import string
 import typing
@@ -35,12 +38,14 @@ from dycore.errors import ConfigError
 
 __all__ = [
     "CaseConfig", "MeshConfig", "PhysicsConfig", "TimeConfig", "LinearSolverConfig",
-    "SolversConfig", "BackendConfig", "OutputConfig", "Config",
+    "SolversConfig", "BackendConfig", "OutputConfig", "StabilityConfig", "Config",
     "load_config", "default_config", "config_reference_markdown",
 ]
 
 _CONFIG_ERROR = "config_value"          # pydantic error type carrying an explicit sub-key
 _CASE_PARAMETERS_ERROR = "case_parameters"  # pydantic error type carrying the case's own errors
+
+log = logging.getLogger("dycore")
 
 
 def _field(default: Any = ..., *, unit: str, description: str, **constraints: Any) -> Any:
@@ -62,9 +67,10 @@ def _key_errors(*problems: tuple[str, str, Any]) -> PydanticCustomError:
 
 
 class _Section(BaseModel):
-    """Base of every configuration model: unknown keys are errors, assignments are validated."""
+    """Base of every configuration model: unknown keys and non-finite floats (inf, nan) are
+    errors, assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------------------- case
@@ -95,9 +101,13 @@ class CaseConfig(_Section):
         errors = [{"type": "extra_forbidden", "loc": (key,), "msg": "unknown key",
                    "input": value}
                   for key, value in self.parameters.items() if key not in params_cls.model_fields]
+        non_finite = {key for key, value in self.parameters.items()
+                      if isinstance(value, float) and not math.isfinite(value)}
+        errors += [{"type": "finite_number", "loc": (key,), "msg": "expected a finite number",
+                    "input": self.parameters[key]} for key in sorted(non_finite)]
         try:
             params_cls(**{key: value for key, value in self.parameters.items()
-                          if key in params_cls.model_fields})
+                          if key in params_cls.model_fields and key not in non_finite})
         except ValidationError as exc:
             errors += exc.errors(include_url=False)
         if errors:
@@ -174,6 +184,9 @@ class TimeConfig(_Section):
     def _check_dt(self) -> "TimeConfig":
         if self.dt > self.t_end:
             raise _key_errors(("dt", f"expected at most t_end = {self.t_end:g} s", self.dt))
+        if not math.isfinite(self.t_end / self.dt):
+            raise _key_errors(("dt", f"expected a time step that divides t_end = "
+                                     f"{self.t_end:g} s into a finite number of steps", self.dt))
         return self
 
     @property
@@ -196,7 +209,10 @@ class LinearSolverConfig(_Section):
     atol: float = _field(0.0, unit="system units", description="absolute residual tolerance",
                          ge=0)
     max_iterations: int = _field(500, unit="iterations",
-                                 description="iteration limit (then SolverDivergedError)", ge=1)
+                                 description="iteration limit (then SolverDivergedError); "
+                                             "caution: for gmres with host solvers (SciPy) it "
+                                             "currently limits restart cycles, i.e. up to "
+                                             "max_iterations * restart iterations", ge=1)
     restart: int = _field(30, unit="iterations", description="GMRES restart length", ge=1)
 
 
@@ -299,6 +315,17 @@ class OutputConfig(_Section):
         return value
 
 
+# ---------------------------------------------------------------------------------- stability
+class StabilityConfig(_Section):
+    """Stability watch: a run that leaves physical bounds stops with an error (exit status 1)."""
+
+    max_speed_factor: float = _field(
+        10.0, unit="1",
+        description="stop when max|w| (every step) or max|u| (at every snapshot) exceeds this "
+                    "multiple of the case's inflow speed u0 (taken as at least 1 m/s); 0 "
+                    "switches the speed limit off (NaN/inf still stop the run)", ge=0)
+
+
 # ------------------------------------------------------------------------------------- config
 class Config(_Section):
     """A complete run configuration (the resolved content of one YAML file)."""
@@ -310,8 +337,31 @@ class Config(_Section):
     solvers: SolversConfig = _field(SolversConfig, unit="-", description="linear solvers")
     backend: BackendConfig = _field(BackendConfig, unit="-", description="hardware backend")
     output: OutputConfig = _field(OutputConfig, unit="-", description="output")
+    stability: StabilityConfig = _field(StabilityConfig, unit="-", description="stability watch")
 
     _source_path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check_mesh_fits_domain(self) -> "Config":
+        """``mesh.n? * mesh.d?_min`` must fit in the case's domain (``lx``, ``ly``, ``lz``).
+
+        Checked here, against the case's parameters, so that the error names ``mesh.dx_min``
+        and comes before anything is built (the mesh generator would name its own GridSpec).
+        """
+        params = self.case.build_parameters()
+        problems = []
+        for n_key, length_key, d_key in (("nx", "lx", "dx_min"), ("ny", "ly", "dx_min"),
+                                         ("nz", "lz", "dz_min")):
+            length = getattr(params, length_key, None)
+            n, d_min = getattr(self.mesh, n_key), getattr(self.mesh, d_key)
+            if isinstance(length, (int, float)) and n * d_min > length * (1.0 + 1e-12):
+                problems.append((f"mesh.{d_key}",
+                                 f"expected at most case.parameters.{length_key} / mesh.{n_key} "
+                                 f"= {length:g} m / {n} = {length / n:g} m (mesh.{n_key} cells "
+                                 f"of at least mesh.{d_key} must fit in the domain)", d_min))
+        if problems:
+            raise _key_errors(*problems)
+        return self
 
     @property
     def source_path(self) -> Path | None:
@@ -470,10 +520,15 @@ def load_config(path: str | Path, overrides: dict | None = None) -> Config:
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from None
     if data is None:
+        log.warning("notice: %s is empty: every key takes its default (a %d x %d x %d mesh, "
+                    "t_end = %g s; `dycore config` prints them all)", path,
+                    MeshConfig.model_fields["nx"].default, MeshConfig.model_fields["ny"].default,
+                    MeshConfig.model_fields["nz"].default,
+                    TimeConfig.model_fields["t_end"].default)
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections (case, mesh, physics, time, "
-                          f"solvers, backend, output) at the top level, got "
+                          f"solvers, backend, output, stability) at the top level, got "
                           f"{type(data).__name__}")
     if overrides:
         data = _deep_merge(data, overrides)
@@ -571,8 +626,8 @@ def config_reference_markdown(*, include_case_parameters: bool = True) -> str:
     With ``include_case_parameters`` a last table lists the default case's own parameters (the
     keys allowed under ``case.parameters``), when the case package can be imported.
     """
-    parts = ["Every key is optional; unknown keys are errors. Units: SI; `–` = not a physical "
-             "quantity.\n"]
+    parts = ["Every key is optional; unknown keys and non-finite numbers (`.inf`, `.nan`) are "
+             "errors. Units: SI; `–` = not a physical quantity.\n"]
     for name, field in Config.model_fields.items():
         model = field.annotation
         title = (model.__doc__ or "").strip().splitlines()[0]

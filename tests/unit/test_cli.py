@@ -77,7 +77,8 @@ def test_config_prints_resolved_yaml():
     data = yaml.safe_load(proc.stdout)
     assert data["mesh"]["nx"] == 20 and data["mesh"]["nz"] == 12
     assert data["solvers"]["pressure"]["restart"] == 30          # defaults filled in
-    assert set(data) == {"case", "mesh", "physics", "time", "solvers", "backend", "output"}
+    assert set(data) == {"case", "mesh", "physics", "time", "solvers", "backend", "output",
+                         "stability"}
 
 
 def test_config_without_file_prints_defaults_and_reference():
@@ -128,7 +129,7 @@ def test_usage_errors_exit_2():
 def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
     calls = []
 
-    def run_from_config(config, *, max_steps=None):
+    def run_from_config(config, *, max_steps=None, overwrite=False):
         calls.append((config, max_steps))
         return types.SimpleNamespace(output_path=config.output_path, steps=7, t=70.0,
                                      wall_time=1.25, timers_table="stage  calls  total [s]")
@@ -157,7 +158,7 @@ def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
 def test_run_reports_dycore_errors_with_status_1(monkeypatch, capsys):
     from dycore.errors import SolverDivergedError
 
-    def run_from_config(config, *, max_steps=None):
+    def run_from_config(config, *, max_steps=None, overwrite=False):
         raise SolverDivergedError("pressure: no convergence in 500 iterations")
 
     fake = types.ModuleType("dycore.timestepping.simulation")
@@ -180,7 +181,7 @@ def test_parser_lists_the_subcommands():
 
 def test_backend_auto_says_which_backend_it_chose(monkeypatch, capsys):
     """`--backend auto` logs its choice on stderr (here the CUDA simulator counts as usable)."""
-    def run_from_config(config, *, max_steps=None):
+    def run_from_config(config, *, max_steps=None, overwrite=False):
         from dycore.backend import select_backend
         select_backend(config.backend)
         return types.SimpleNamespace(output_path="o.nc", steps=1, t=10.0, wall_time=0.1,

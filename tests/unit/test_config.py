@@ -102,7 +102,7 @@ def test_unknown_top_level_key(tmp_path):
     path = _write(tmp_path, "mesh: {nx: 4}\nbogus: 1\n")
     (line,) = _error_lines(path)
     assert line.startswith(f"{path}: bogus: unknown key")
-    assert "case, mesh, physics, time, solvers, backend, output" in line
+    assert "case, mesh, physics, time, solvers, backend, output, stability" in line
     assert line.endswith("(got 1)")
 
 
@@ -193,6 +193,77 @@ def test_top_level_must_be_mapping(tmp_path):
     path = _write(tmp_path, "- mesh\n- time\n")
     with pytest.raises(ConfigError, match=r"expected a mapping of sections .* got list"):
         load_config(path)
+
+
+@pytest.mark.parametrize("section, key, value", [
+    ("time", "t_end", ".inf"),
+    ("time", "dt", ".nan"),
+    ("physics", "coriolis_f", ".nan"),
+    ("physics", "nu_h", ".inf"),
+    ("physics", "stabilisation", "-.inf"),
+    ("output", "output_interval", ".inf"),
+    ("stability", "max_speed_factor", ".nan"),
+])
+def test_non_finite_numbers_are_errors(tmp_path, section, key, value):
+    """issue 12 (3, 4): .inf / .nan fail at validation, naming the key (not in the run)."""
+    path = _write(tmp_path, f"{section}:\n  {key}: {value}\n")
+    (line,) = _error_lines(path)
+    assert line.startswith(f"{path}: {section}.{key}: expected a finite number (got ")
+
+
+def test_non_finite_nested_solver_value(tmp_path):
+    path = _write(tmp_path, "solvers:\n  momentum: {rtol: .nan}\n")
+    (line,) = _error_lines(path)
+    assert line == f"{path}: solvers.momentum.rtol: expected a finite number (got nan)"
+
+
+def test_non_finite_case_parameter(tmp_path):
+    path = _write(tmp_path, "case:\n  parameters: {h0: .inf}\n")
+    (line,) = _error_lines(path)
+    assert line == f"{path}: case.parameters.h0: expected a finite number (got inf)"
+
+
+def test_t_end_over_dt_must_be_finite(tmp_path):
+    path = _write(tmp_path, "time: {dt: 1.0e-320}\n")
+    (line,) = _error_lines(path)
+    assert line.startswith(f"{path}: time.dt: expected a time step that divides t_end = 3000 s "
+                           "into a finite number of steps")
+
+
+def test_mesh_spacing_must_fit_the_domain_and_names_the_mesh_key(tmp_path):
+    """issue 12 (4): the error names mesh.dx_min (the user's key), not GridSpec.dx_min."""
+    if not hasattr(default_config().case.build_parameters(), "lx"):
+        pytest.skip("the stand-in case has no domain size")
+    path = _write(tmp_path, "mesh: {nx: 500, ny: 4, nz: 200}\n")
+    lines = _error_lines(path)
+    assert len(lines) == 2
+    assert lines[0] == (f"{path}: mesh.dx_min: expected at most case.parameters.lx / mesh.nx = "
+                        "60000 m / 500 = 120 m (mesh.nx cells of at least mesh.dx_min must fit "
+                        "in the domain) (got 250.0)")
+    assert lines[1].startswith(f"{path}: mesh.dz_min: expected at most case.parameters.lz / "
+                               "mesh.nz = 16000 m / 200 = 80 m")
+    assert "GridSpec" not in "\n".join(lines)
+
+
+def test_empty_file_says_defaults_are_used(tmp_path, caplog):
+    """issue 12 (5): an empty file runs the paper-size default mesh, so say so (one line)."""
+    path = _write(tmp_path, "")
+    with caplog.at_level("WARNING", logger="dycore"):
+        load_config(path)
+    (record,) = caplog.records
+    assert record.getMessage() == (f"notice: {path} is empty: every key takes its default (a 48 "
+                                   "x 48 x 40 mesh, t_end = 3000 s; `dycore config` prints them "
+                                   "all)")
+
+
+def test_stability_section(tmp_path):
+    assert default_config().stability.max_speed_factor == 10.0
+    assert load_config(_write(tmp_path, "stability: {max_speed_factor: 0}\n")
+                       ).stability.max_speed_factor == 0.0
+    path = _write(tmp_path, "stability: {max_speed_factor: -1}\n", "bad.yaml")
+    (line,) = _error_lines(path)
+    assert line == f"{path}: stability.max_speed_factor: expected greater than or equal to 0 " \
+                   "(got -1)"
 
 
 # ------------------------------------------------------------------------------- solvers
@@ -295,7 +366,7 @@ def test_to_yaml_round_trip(tmp_path):
 def _models():
     return [cfg.CaseConfig, cfg.MeshConfig, cfg.PhysicsConfig, cfg.TimeConfig,
             cfg.LinearSolverConfig, cfg.SolversConfig, cfg.BackendConfig, cfg.OutputConfig,
-            cfg.Config]
+            cfg.StabilityConfig, cfg.Config]
 
 
 @pytest.mark.parametrize("model", _models(), ids=lambda m: m.__name__)
