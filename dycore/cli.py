@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -36,8 +37,8 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
     return value
 
 
@@ -70,7 +71,28 @@ def _add_run(subparsers) -> None:
     parser.add_argument("--solver-mode", choices=("host", "device"),
                         help="override backend.solver_mode")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the output file if it exists (default: refuse)")
     parser.set_defaults(handler=_cmd_run)
+
+
+def _load_with_t_end(path: Path, overrides: dict, t_end: float | None):
+    """``load_config(path, overrides)`` with ``--t-end`` applied, naming the flag when it is
+    shorter than the file's time step (the file's own ``time.dt`` is not the mistake)."""
+    from dycore.config import load_config
+
+    try:
+        return load_config(path, overrides)
+    except ConfigError:
+        if t_end is None:
+            raise
+        without = {**overrides, "time": {k: v for k, v in overrides.get("time", {}).items()
+                                         if k != "t_end"}}
+        dt = load_config(path, without).time.dt     # the file's own errors, if any, first
+        if t_end < dt:
+            raise ConfigError(f"--t-end: expected at least time.dt = {dt:g} s of {path} "
+                              f"(got {t_end:g})") from None
+        raise
 
 
 def _run_overrides(args: argparse.Namespace) -> dict:
@@ -90,11 +112,10 @@ def _run_overrides(args: argparse.Namespace) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dycore.config import load_config
     from dycore.timestepping.simulation import run_from_config
 
-    config = load_config(args.config, _run_overrides(args))
-    summary = run_from_config(config, max_steps=args.steps)
+    config = _load_with_t_end(args.config, _run_overrides(args), args.t_end)
+    summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite)
     print(summary.timers_table)
     print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time")
     print(f"output: {summary.output_path}")
@@ -183,7 +204,6 @@ def _add_validate(subparsers) -> None:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from dycore.config import load_config
     from dycore.validate import validate
 
     if args.tolerance is not None and not args.tolerance >= 0:
@@ -191,7 +211,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     overrides = {"output": {"progress": False}}
     if args.t_end is not None:
         overrides["time"] = {"t_end": args.t_end}
-    config = load_config(args.config, overrides)
+    config = _load_with_t_end(args.config, overrides, args.t_end)
     result = validate(config, steps=args.steps, output_dir=args.output_dir,
                       tolerance=args.tolerance, repeat_gpu=args.repeat_gpu,
                       assembly=args.assembly, strict=args.strict)

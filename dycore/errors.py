@@ -5,7 +5,7 @@ The CLI catches :class:`DycoreError`, prints its one-line message and exits non-
 
 __all__ = [
     "DycoreError", "ConfigError", "MeshError", "SolverDivergedError",
-    "BackendUnavailableError", "OutputError",
+    "BackendUnavailableError", "OutputError", "InstabilityError",
 ]
 
 
@@ -31,3 +31,8 @@ class BackendUnavailableError(DycoreError):
 
 class OutputError(DycoreError):
     """An output file cannot be written or read (names the file)."""
+
+
+class InstabilityError(DycoreError):
+    """The run left physical bounds: a velocity beyond ``stability.max_speed_factor`` times the
+    inflow speed, or a non-finite diagnostic (names the step, the time and the output file)."""

@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dycore.assembly import cpu as launch
+from dycore.diagnostics.counters import Counters
 from dycore.diagnostics.timers import WallMarker
 from dycore.dtypes import REAL
 
@@ -29,6 +30,7 @@ class CPUBackend:
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         self.threads = numba.get_num_threads()
         self.assembly = "deterministic"  # the CPU gather is the deterministic order
+        self.counters = Counters()        # stays zero: the CPU issues no device work
 
     def describe(self) -> str:
         return f"cpu ({self.threads} numba threads, deterministic assembly order)"

@@ -16,46 +16,11 @@ from numba import cuda
 
 from dycore.backend import _numpy_compat  # noqa: F401
 from dycore.backend.gpu_kernels import ATOMIC, ELEMENTS, SEARCH, get_kernels, grid
+from dycore.diagnostics.counters import Counters
 from dycore.diagnostics.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
 __all__ = ["GPUBackend", "GPUAssembler", "EventMarker", "StrictCSR", "Counters", "Graph"]
-
-
-class Counters:
-    """What the program issues, counted where it is issued (not estimated).
-
-    Attributes
-    ----------
-    launches : numba kernel launches issued from Python through :meth:`GPUBackend.launch`
-        (kernels inside a graph replay are not counted here)
-    graph_replays : CUDA-graph launches; graph_kernels : kernels those replays ran
-    syncs : host waits on the device (stream synchronize, device→host copies, scalar reads)
-    allocations : CuPy memory-pool allocations (a ``cupy.cuda.MemoryHook``), GPU only
-    """
-
-    FIELDS = ("launches", "graph_replays", "graph_kernels", "syncs", "allocations")
-
-    def __init__(self):
-        for f in self.FIELDS:
-            setattr(self, f, 0)
-
-    def snapshot(self) -> dict:
-        return {f: getattr(self, f) for f in self.FIELDS}
-
-    def watch_cupy_allocations(self) -> None:
-        """Count every CuPy memory-pool allocation of this process from now on."""
-        from cupy.cuda import memory_hook
-
-        counters = self
-
-        class _Count(memory_hook.MemoryHook):
-            name = "dycore-counter"
-
-            def malloc_preprocess(self, **kwargs):
-                counters.allocations += 1
-
-        _Count().__enter__()     # stays installed for the life of the process
 
 
 class Graph:

@@ -28,8 +28,9 @@ __all__ = ["DeviceSystems"]
 
 log = logging.getLogger("dycore")
 
-#: rows of the control array: one per solver
+#: rows of the control array (one per solver) and slots of the step statistics
 _PRESSURE, _MOMENTUM, _TRACER = range(3)
+SYSTEMS = ("pressure", "momentum", "tracer")
 
 
 class DeviceSystems:
@@ -40,12 +41,16 @@ class DeviceSystems:
     backend : GPUBackend (GPU or simulator); sparsity : Sparsity; ops : MeshOperators
     cfg : SolversConfig; timers : StageTimers
     smoother : "chebyshev" or "jacobi" (pressure V-cycle), sweeps : smoothing steps
-    rb : threads per block of the solver kernels (tests pass small ones)
+    rb : threads per block of the solver kernels (None: 256 on a GPU, 32 under the simulator,
+        which runs every thread of a block as a Python thread)
+    max_coarse : largest coarsest AMG level
     """
 
     def __init__(self, backend, sparsity, ops, cfg, timers, smoother="chebyshev", sweeps=2,
-                 rb=256, max_coarse=500):
+                 rb=None, max_coarse=500):
         self.b, self.cfg, self.timers, self.n = backend, cfg, timers, sparsity.n
+        if rb is None:
+            rb = 32 if backend.simulator else 256
         la = self.la = DeviceLinalg(backend, rb)
         self.ctl = backend.xp.zeros((3, K.NCTL))
         for name in ("tracer", "momentum"):
@@ -79,6 +84,10 @@ class DeviceSystems:
                                               cfg.momentum, self.ctl[_MOMENTUM], "momentum")
         self.tracer_solver = DeviceBiCGStab(la, self.n, 1, diag, cfg.tracer.preconditioner,
                                             cfg.tracer, self.ctl[_TRACER], "tracer")
+        self.stats_arr, self.stats = la.zeros(2 * len(SYSTEMS))
+        #: verify every solve at once (one host sync each); after a verified step, solves are
+        #: replayed unchecked and verified together by :meth:`end_step`
+        self.check = True
         self._indptr = backend.to_device(sparsity.indptr.astype(np.int32))
         self._indices = backend.to_device(sparsity.indices.astype(np.int32))
         self._matrices, self._views = {}, {}
@@ -103,16 +112,42 @@ class DeviceSystems:
             self._views[key] = (a, self.la.nb(a.reshape(-1)))
         return self._views[key][1]
 
+    # -- a step's bookkeeping ------------------------------------------------------------------
+    def begin_step(self) -> None:
+        """Zero the step statistics (a kernel; no host traffic)."""
+        self.b.fill(self.stats_arr)
+
+    def end_step(self):
+        """Iterations per system over the step and whether every solve converged.
+
+        One device→host copy. Returns (dict system -> iterations, all_converged). After a step
+        whose solves all converged, the next steps replay their solves unchecked.
+        """
+        host = self.b.to_host(self.stats_arr)
+        its = {s: int(host[2 * i]) for i, s in enumerate(SYSTEMS)}
+        ok = not host[1::2].any()
+        self.check = not ok
+        return its, ok
+
+    def _solved(self, solver, slot):
+        solver.accumulate(self.stats, 2 * slot)
+
+    # -- the three systems ----------------------------------------------------------------------
     def tracer(self, values, rhs, x0=None):
-        """Solve the tracer system; values (nnz,), rhs (n,) -> (x (n,), iterations)."""
-        return self.tracer_solver.solve(self._matrix(values, 1), self._view(rhs))
+        """Solve the tracer system; values (nnz,), rhs (n,) -> x (n,) (the solver's array)."""
+        x, _ = self.tracer_solver.solve(self._matrix(values, 1), self._view(rhs), self.check)
+        self._solved(self.tracer_solver, _TRACER)
+        return x
 
     def momentum(self, values, rhs, x0=None):
-        """Solve big_m δu = rhs; values (nnz,3,3), rhs (n,3) -> (δu (n,3), iterations)."""
-        x, its = self.momentum_solver.solve(self._matrix(values, 3), self._view(rhs))
-        return x.reshape(self.n, 3), its
+        """Solve big_m δu = rhs; values (nnz,3,3), rhs (n,3) -> δu (n,3)."""
+        x, _ = self.momentum_solver.solve(self._matrix(values, 3), self._view(rhs), self.check)
+        self._solved(self.momentum_solver, _MOMENTUM)
+        return x.reshape(self.n, 3)
 
     def pressure(self, rhs, x0=None):
-        """Solve the pinned (CMC + KMK) δp = rhs with CG; rhs (n,) -> (δp (n,), iterations)."""
+        """Solve the pinned (CMC + KMK) δp = rhs with CG; rhs (n,) -> δp (n,)."""
         self.pcg.b_arr[...] = rhs
-        return self.pcg.solve()
+        x, _ = self.pcg.solve(self.check)
+        self._solved(self.pcg, _PRESSURE)
+        return x

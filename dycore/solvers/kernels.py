@@ -438,6 +438,14 @@ def build_solver_kernels(jit, device_jit, rb: int):
             minv[o + 7] = (m01 * m20 - m00 * m21) * inv
             minv[o + 8] = (m00 * m11 - m01 * m10) * inv
 
+    def accumulate(ctl, stats, slot):
+        """stats[slot] += iterations of the solve just issued; stats[slot + 1] += 1 unless it
+        converged (a solve replayed without a host check is verified at the end of the step)."""
+        if cuda.grid(1) == 0:
+            stats[slot] += ctl[ITS]
+            if ctl[DONE] != CONVERGED:
+                stats[slot + 1] += 1.0
+
     def copy(src, dst):
         i = cuda.grid(1)
         if i < dst.shape[0]:
@@ -449,7 +457,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
                          cg_update_p=jit(cg_update_p), bi_update_p=jit(bi_update_p),
                          bi_update_s=jit(bi_update_s), bi_dots_ts=jit(bi_dots_ts),
                          bi_update_xr=jit(bi_update_xr), block_inverse=jit(block_inverse),
-                         copy=jit(copy))
+                         accumulate=jit(accumulate), copy=jit(copy))
 
 
 class SolverKernels:

@@ -122,45 +122,57 @@ class _Solver:
         self._graphs = {}
 
     def _run(self, key, start, iterate, check: bool = True):
-        """Issue (or replay) start + chunks of iterations; with ``check`` read the verdict.
+        """Issue (or replay) start + iterations; with ``check`` read the verdict.
 
-        The first call with a given ``key`` launches directly (compiling the kernels) and learns
-        how many iterations a solve takes; later calls replay graphs of the start plus that
-        many iterations (and a margin), then of ``chunk`` more while the solve is not finished.
+        The first call with a given ``key`` launches directly (compiling the kernels) in chunks,
+        reading the verdict after each, and learns how many iterations the solve takes. It then
+        captures two graphs: ``first`` (the start plus that many iterations, +20% and 2) and
+        ``more`` (``chunk`` iterations). Later calls replay ``first``; with ``check`` they read
+        the verdict (one host sync) and replay ``more`` until the solve is finished, re-capturing
+        ``first`` with a larger budget when it fell short. Without ``check`` nothing is read:
+        the caller verifies the solve later through :meth:`accumulate`.
         """
         b = self.la.b
         g = self._graphs.get(key)
         if g is None:
             start()
-            its = 0
             while True:
                 for _ in range(self.chunk):
                     iterate()
-                its += self.chunk
-                done, n_its = self.read()
-                if done != K.RUNNING or n_its >= self.cfg.max_iterations:
+                done, its = self.read()
+                if done != K.RUNNING:
                     break
-            budget = int(min(self.cfg.max_iterations, np.ceil(1.2 * max(n_its, 1)) + 2))
-
-            def first():
-                start()
-                for _ in range(budget):
-                    iterate()
-
-            def more():
-                for _ in range(self.chunk):
-                    iterate()
-            self._graphs[key] = (b.capture(first), b.capture(more))
-            return self._verdict(done, n_its) if check else None
-        first, more = g
+            self._graphs[key] = self._capture(start, iterate, its)
+            return self._verdict(done, its)
+        first, more, budget = g
         first.replay()
         if not check:
             return None
-        while True:
-            done, n_its = self.read()
-            if done != K.RUNNING:
-                return self._verdict(done, n_its)
+        done, its = self.read()
+        while done == K.RUNNING:
             more.replay()
+            done, its = self.read()
+        if its > budget:
+            self._graphs[key] = self._capture(start, iterate, its)
+        return self._verdict(done, its)
+
+    def _capture(self, start, iterate, its):
+        b = self.la.b
+        budget = int(min(self.cfg.max_iterations, np.ceil(1.2 * max(its, 1)) + 2))
+
+        def first():
+            start()
+            for _ in range(budget):
+                iterate()
+
+        def more():
+            for _ in range(self.chunk):
+                iterate()
+        return b.capture(first), b.capture(more), budget
+
+    def accumulate(self, stats, slot: int) -> None:
+        """Launch stats[slot] += iterations, stats[slot + 1] += (not converged)."""
+        self.la.b.launch(self.la.k.accumulate, (1, 1), self.ctl, stats, slot)
 
     def read(self):
         """(ctl[DONE], ctl[ITS]) from the device: one device→host copy."""

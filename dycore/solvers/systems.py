@@ -34,6 +34,15 @@ class HostSystems:
         self.momentum_solver = HostSolver("momentum", cfg.momentum)
         self.pressure_solver = HostSolver("pressure", cfg.pressure)
         self.pressure_matrix = ops.pressure_host
+        self._its = dict.fromkeys(("pressure", "momentum", "tracer"), 0)
+
+    def begin_step(self) -> None:
+        """Zero the iteration counts of the step."""
+        self._its = dict.fromkeys(self._its, 0)
+
+    def end_step(self):
+        """(dict system -> iterations over the step, True): host solves raise when they fail."""
+        return dict(self._its), True
 
     def _host(self, a, what):
         if self.b.name == "cpu":
@@ -48,15 +57,16 @@ class HostSystems:
             return self.b.to_device(a)
 
     def tracer(self, values, rhs, x0=None):
-        """Solve the tracer system; values (nnz,), rhs (n,) -> (x (n,), iterations)."""
+        """Solve the tracer system; values (nnz,), rhs (n,) -> x (n,)."""
         n = self.sp.n
         values, rhs = self._host(values, "tracer matrix"), self._host(rhs, "tracer rhs")
         a = sp.csr_matrix((values, self.indices, self.indptr), shape=(n, n))
         x, its = self.tracer_solver.solve(a, rhs, None if x0 is None else self._host(x0, "x0"))
-        return self._dev(x, "tracer solution"), its
+        self._its["tracer"] += its
+        return self._dev(x, "tracer solution")
 
     def momentum(self, values, rhs, x0=None):
-        """Solve big_m δu = rhs; values (nnz,3,3), rhs (n,3) -> (δu (n,3), iterations)."""
+        """Solve big_m δu = rhs; values (nnz,3,3), rhs (n,3) -> δu (n,3)."""
         n = self.sp.n
         values = self._host(values, "momentum matrix")
         rhs = self._host(rhs, "momentum rhs")
@@ -64,11 +74,13 @@ class HostSystems:
         x0h = None if x0 is None else self._host(x0, "x0").ravel()
         x, its = self.momentum_solver.solve(a, rhs.ravel(), x0h,
                                             block_diag=values[self.diag_pos])
-        return self._dev(x.reshape(n, 3), "momentum solution"), its
+        self._its["momentum"] += its
+        return self._dev(x.reshape(n, 3), "momentum solution")
 
     def pressure(self, rhs, x0=None):
-        """Solve (CMC + KMK) δp = rhs (pinned); rhs (n,) -> (δp (n,), iterations)."""
+        """Solve (CMC + KMK) δp = rhs (pinned); rhs (n,) -> δp (n,)."""
         rhs = self._host(rhs, "pressure rhs")
         x, its = self.pressure_solver.solve(self.pressure_matrix, rhs,
                                             None if x0 is None else self._host(x0, "x0"))
-        return self._dev(x, "pressure solution"), its
+        self._its["pressure"] += its
+        return self._dev(x, "pressure solution")

@@ -87,9 +87,8 @@ class Simulation:
     def step(self) -> dict:
         """One time step; returns its diagnostics."""
         with self.timers("step (total)"):
-            info = self.stepper.step(self.state)
-            self.backend.synchronize()
-        return step_diagnostics(self.state, self.ops, info, self.backend.xp)
+            info = self.stepper.step(self.state)   # ends with a device→host read of its scalars
+        return step_diagnostics(info)
 
     def host_fields(self) -> dict:
         return self.state.host_fields(self.backend.to_host)
@@ -101,48 +100,86 @@ def build_simulation(config, backend=None) -> Simulation:
 
 
 def run_from_config(config, *, max_steps: int | None = None, progress: bool | None = None,
-                    writer_factory=None) -> RunSummary:
+                    writer_factory=None, overwrite: bool = False) -> RunSummary:
     """Run the configured case to ``time.t_end`` (or ``max_steps`` steps) with output.
+
+    Before anything is built: backend settings, a memory estimate of the mesh and the output
+    path are checked (:func:`dycore.preflight.check_before_build`). Before the first step: a
+    warning when the advective Courant number exceeds 1. After every step: the stability watch
+    (``stability.max_speed_factor``); a run that fails it stops with InstabilityError, and the
+    output file keeps every snapshot before the failing one and the failing step's diagnostics.
 
     Parameters
     ----------
     config : Config; max_steps : int or None; progress : show a tqdm bar (default: config)
+    overwrite : replace an existing output file (else OutputError)
 
     Raises
     ------
-    DycoreError subclasses (ConfigError, MeshError, SolverDivergedError, OutputError, ...).
+    DycoreError subclasses (ConfigError, MeshError, SolverDivergedError, OutputError,
+    InstabilityError, ...).
     """
     from tqdm import tqdm
 
+    from dycore.errors import InstabilityError
     from dycore.io.netcdf import SnapshotWriter
+    from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
+                                  inflow_speed, notice_backend_fallback)
 
     wall0 = time.perf_counter()
+    path = Path(config.output_path)
+    check_before_build(config, path, overwrite=overwrite, log=log)
     sim = build_simulation(config)
     log.info("backend: %s", sim.backend.describe())
+    notice_backend_fallback(config, sim.backend, log)
     tc, oc = config.time, config.output
+    u_ref = inflow_speed(sim.params)
+    courant = courant_number(u_ref, tc.dt, sim.mesh.coords)
+    if courant > 1.0:
+        log.warning("warning: advective Courant number u0 * time.dt / dx = %.3g m/s * %g s / "
+                    "%.4g m = %.2f > 1; the run may become unstable (reduce time.dt)",
+                    u_ref, tc.dt, u_ref * tc.dt / courant, courant)
+    watch = StabilityWatch(config.stability.max_speed_factor, u_ref)
     n_steps = tc.n_steps
     if max_steps is not None:
         n_steps = min(n_steps, max_steps)
-    path = Path(config.output_path)
     every = max(1, int(round(oc.output_interval / tc.dt)))
     show = oc.progress if progress is None else progress
     diag = {}
+    last_snapshot = sim.state.t
+
+    def unstable(k: int, problem: str) -> InstabilityError:
+        return InstabilityError(
+            f"unstable run at step {k} (t = {sim.state.t:g} s): {problem}; stopped. {path} "
+            f"keeps the snapshots up to t = {last_snapshot:g} s (try a smaller time.dt; "
+            f"Courant number {courant:.2f})")
+
     with SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(), version=__version__,
                         title=f"dycore {config.case.name}") as writer:
         with sim.timers("output"):
             writer.write_snapshot(sim.state.t, sim.host_fields())
         bar = tqdm(total=n_steps, disable=not show, unit="step", desc=config.case.name)
-        for k in range(1, n_steps + 1):
-            diag = sim.step()
-            if k % oc.diagnostics_every == 0 or k == n_steps:
-                with sim.timers("output"):
-                    writer.write_diagnostics(k, sim.state.t, diag)
-            if k % every == 0 or k == n_steps:
-                with sim.timers("output"):
-                    writer.write_snapshot(sim.state.t, sim.host_fields())
-            bar.set_postfix(t=f"{sim.state.t:.0f}s", w=f"{diag['max_abs_w']:.3f}")
-            bar.update(1)
-        bar.close()
+        try:
+            for k in range(1, n_steps + 1):
+                diag = sim.step()
+                problem = watch.step_problem(diag)
+                if problem or k % oc.diagnostics_every == 0 or k == n_steps:
+                    with sim.timers("output"):
+                        writer.write_diagnostics(k, sim.state.t, diag)
+                if problem:
+                    raise unstable(k, problem)
+                if k % every == 0 or k == n_steps:
+                    fields = sim.host_fields()
+                    problem = watch.fields_problem(fields)
+                    if problem:
+                        raise unstable(k, problem)
+                    with sim.timers("output"):
+                        writer.write_snapshot(sim.state.t, fields)
+                    last_snapshot = sim.state.t
+                bar.set_postfix(t=f"{sim.state.t:.0f}s", w=f"{diag['max_abs_w']:.3f}")
+                bar.update(1)
+        finally:
+            bar.close()
         table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "
                                  f"tetrahedra, {sim.mesh.nnodes} nodes, {n_steps} steps)")
         writer.write_timers(sim.timers.as_dict(), table)
