@@ -11,11 +11,11 @@ install:
 	$(PYTHON) -m pip install -q -e ".[test]"
 
 run: install
-	$(PYTHON) -m dycore run $(CONFIG) --output $(OUTPUT)
+	$(PYTHON) -m dycore run $(CONFIG) --output $(OUTPUT) --overwrite
 	$(PYTHON) -m dycore plot $(OUTPUT)
 
 run-paper: install
-	$(PYTHON) -m dycore run configs/mountainwave3d.yaml --steps 5
+	$(PYTHON) -m dycore run configs/mountainwave3d.yaml --steps 5 --overwrite
 
 test: install
 	$(PYTHON) -m pytest -q tests --ignore=tests/regression

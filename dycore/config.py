@@ -323,7 +323,15 @@ class StabilityConfig(_Section):
         10.0, unit="1",
         description="stop when max|w| (every step) or max|u| (at every snapshot) exceeds this "
                     "multiple of the case's inflow speed u0 (taken as at least 1 m/s); 0 "
-                    "switches the speed limit off (NaN/inf still stop the run)", ge=0)
+                    "switches the speed limit off (NaN/inf still stop the run), else it must be "
+                    "above 1", ge=0)
+
+    @field_validator("max_speed_factor")
+    @classmethod
+    def _off_or_above_one(cls, value: float) -> float:
+        if 0.0 < value <= 1.0:
+            raise ValueError("expected 0 (off) or more than 1 (the inflow itself moves at 1 x u0)")
+        return value
 
 
 # ------------------------------------------------------------------------------------- config

@@ -149,10 +149,11 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     last_snapshot = sim.state.t
 
     def unstable(k: int, problem: str) -> InstabilityError:
+        hint = "try a smaller time.dt; " if courant > 1.0 else ""
         return InstabilityError(
             f"unstable run at step {k} (t = {sim.state.t:g} s): {problem}; stopped. {path} "
-            f"keeps the snapshots up to t = {last_snapshot:g} s (try a smaller time.dt; "
-            f"Courant number {courant:.2f})")
+            f"keeps the snapshots up to t = {last_snapshot:g} s ({hint}Courant number "
+            f"{courant:.2g})")
 
     with SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(), version=__version__,
                         title=f"dycore {config.case.name}") as writer:

@@ -197,3 +197,153 @@ def test_backend_auto_says_which_backend_it_chose(monkeypatch, capsys):
     assert cli.main(["run", str(SMALL), "--steps", "1", "--backend", "auto",
                      "--no-progress"]) == 0
     assert "dycore: backend auto -> cpu (no CUDA device (test))" in capsys.readouterr().err
+
+
+# ------------------------------------------------- issue 12: early, clear errors of `run`
+def _tiny(tmp_path: Path, extra: str = "", name: str = "tiny.yaml") -> Path:
+    """A 2 x 2 x 2-cell, one-step configuration writing ``tmp_path/out.nc``."""
+    path = tmp_path / name
+    path.write_text("mesh: {nx: 2, ny: 2, nz: 2}\ntime: {dt: 10.0, t_end: 10.0}\n"
+                    f"output: {{path: '{tmp_path / 'out.nc'}', progress: false}}\n" + extra)
+    return path
+
+
+def _no_build(monkeypatch, error=None) -> None:
+    """Make building the simulation fail: with AssertionError (the checks must come first) or
+    with ``error`` (to stop a run right after its checks)."""
+    import dycore.timestepping.simulation as simulation
+
+    def build_simulation(config, backend=None):
+        raise error if error is not None else AssertionError("the mesh was built")
+
+    monkeypatch.setattr(simulation, "build_simulation", build_simulation)
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("dycore: error: ")]
+    return line
+
+
+def test_run_refuses_an_existing_output_before_building(tmp_path, monkeypatch, capsys):
+    config = _tiny(tmp_path)
+    (tmp_path / "out.nc").write_text("a finished run")
+    _no_build(monkeypatch)
+    assert cli.main(["run", str(config)]) == 1
+    line = _one_error_line(capsys)
+    assert f"{tmp_path / 'out.nc'}: output file exists; pass --overwrite" in line
+    assert (tmp_path / "out.nc").read_text() == "a finished run"
+
+
+def test_run_overwrite_replaces_the_output(tmp_path, capsys):
+    import netCDF4
+
+    config = _tiny(tmp_path)
+    (tmp_path / "out.nc").write_text("a finished run")
+    assert cli.main(["run", str(config), "--overwrite"]) == 0, capsys.readouterr().err
+    with netCDF4.Dataset(tmp_path / "out.nc") as ds:
+        assert list(ds["time"][:]) == [0.0, 10.0]
+
+
+@pytest.mark.parametrize("output, message", [
+    ("{tmp}", "output.path (--output) is a directory; expected a file name"),
+    ("{tmp}/tiny.yaml/out.nc", "cannot be created: {tmp}/tiny.yaml is a file, not a folder"),
+    ("/proc/dycore-test/out.nc", "cannot be created: no file can be written in /proc"),
+])
+def test_run_checks_the_output_path_before_building(tmp_path, monkeypatch, capsys, output,
+                                                    message):
+    if output.startswith("/proc") and not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    config = _tiny(tmp_path)
+    _no_build(monkeypatch)
+    assert cli.main(["run", str(config), "--output", output.format(tmp=tmp_path)]) == 1
+    assert message.format(tmp=tmp_path) in _one_error_line(capsys)
+
+
+def test_t_end_must_be_finite():
+    proc = _dycore("run", "configs/mountainwave3d_small.yaml", "--t-end", "inf")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "argument --t-end: expected a positive finite number, got 'inf'" in proc.stderr
+
+
+def test_t_end_shorter_than_dt_names_the_flag(tmp_path, monkeypatch, capsys):
+    _no_build(monkeypatch)
+    config = _tiny(tmp_path)
+    assert cli.main(["run", str(config), "--t-end", "5"]) == 2
+    assert _one_error_line(capsys) == (f"dycore: error: --t-end: expected at least time.dt = "
+                                       f"10 s of {config} (got 5)")
+
+
+def test_solver_mode_device_on_the_cpu_is_an_error(tmp_path, monkeypatch, capsys):
+    _no_build(monkeypatch)
+    assert cli.main(["run", str(_tiny(tmp_path)), "--solver-mode", "device"]) == 2
+    line = _one_error_line(capsys)
+    assert "backend.solver_mode: 'device'" in line and "backend.name is 'cpu'" in line
+    assert "--backend gpu" in line
+
+
+def test_mesh_too_large_for_memory_is_refused_with_the_estimate(tmp_path, monkeypatch, capsys):
+    import dycore.preflight
+
+    _no_build(monkeypatch)
+    monkeypatch.setattr(dycore.preflight, "available_memory", lambda: 8_000_000_000)
+    config = _tiny(tmp_path, name="huge.yaml")
+    config.write_text(config.read_text().replace(
+        "{nx: 2, ny: 2, nz: 2}", "{nx: 500, ny: 500, nz: 200, dx_min: 100, dz_min: 50}"))
+    assert cli.main(["run", str(config)]) == 2
+    line = _one_error_line(capsys)
+    assert f"{config}: mesh.nx, mesh.ny, mesh.nz = 500 x 500 x 200: 300,000,000 tetrahedra " \
+           "need about 1.1 TB of memory (estimate: 300.0 MB + 3,500 bytes per tetrahedron)" in line
+    assert "but 8.0 GB is available on this machine" in line
+
+
+def test_ignored_backend_settings_are_noticed(tmp_path, monkeypatch, capsys):
+    from dycore.errors import DycoreError
+
+    _no_build(monkeypatch, DycoreError("stopped after the checks"))
+    config = _tiny(tmp_path, "backend: {threads: 9999, assembly: deterministic, strict: true}\n")
+    assert cli.main(["run", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert ("dycore: notice: backend.assembly = deterministic, backend.strict = true: GPU "
+            "setting(s), ignored with backend.name = cpu") in err
+    assert "dycore: notice: backend.threads = 9999 is more than the " in err
+    assert err.rstrip().endswith("dycore: error: stopped after the checks")
+
+
+def test_empty_config_file_gets_a_notice(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    proc = _dycore("config", empty)
+    assert proc.returncode == 0
+    assert proc.stderr == (f"dycore: notice: {empty} is empty: every key takes its default (a "
+                           "48 x 48 x 40 mesh, t_end = 3000 s; `dycore config` prints them all)\n")
+
+
+def test_unstable_run_stops_with_status_1_and_keeps_the_output(tmp_path, capsys):
+    """issue 12 (1): 4 x 4 x 3 cells with dt = 500 s blew up to |w| = 387 m/s and exited 0."""
+    import netCDF4
+
+    config = _tiny(tmp_path, name="blowup.yaml")
+    config.write_text(config.read_text().replace("{nx: 2, ny: 2, nz: 2}", "{nx: 4, ny: 4, nz: 3}")
+                      .replace("{dt: 10.0, t_end: 10.0}", "{dt: 500.0, t_end: 3000.0}"))
+    assert cli.main(["run", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "dycore: warning: advective Courant number u0 * time.dt / dx = 10 m/s * 500 s / 250 m" \
+           " = 20.00 > 1" in err
+    assert (f"dycore: error: unstable run at step 5 (t = 2500 s): max|w| = 138.2 m/s exceeds "
+            f"stability.max_speed_factor x inflow speed = 10 x 10 m/s = 100 m/s; stopped. "
+            f"{tmp_path / 'out.nc'} keeps the snapshots up to t = 2000 s") in err
+    with netCDF4.Dataset(tmp_path / "out.nc") as ds:          # kept and readable
+        assert list(ds["time"][:]) == [0.0, 500.0, 1000.0, 1500.0, 2000.0]
+        assert ds["max_abs_w"][-1] > 100.0                    # the failing step's diagnostics
+
+
+def test_speed_limit_is_configurable(tmp_path, capsys):
+    """max|u| is checked on the snapshot fields: 10.08 m/s after one step over the mountain."""
+    config = _tiny(tmp_path, "stability: {max_speed_factor: 1.005}\n")   # limit 10.05 m/s
+    assert cli.main(["run", str(config)]) == 1
+    line = _one_error_line(capsys)
+    assert ("unstable run at step 1 (t = 10 s): max|u| = 10.08 m/s exceeds "
+            "stability.max_speed_factor x inflow speed = 1.005 x 10 m/s = 10.05 m/s") in line
+    assert "keeps the snapshots up to t = 0 s (Courant number 0.0033)" in line

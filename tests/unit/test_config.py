@@ -264,6 +264,10 @@ def test_stability_section(tmp_path):
     (line,) = _error_lines(path)
     assert line == f"{path}: stability.max_speed_factor: expected greater than or equal to 0 " \
                    "(got -1)"
+    path = _write(tmp_path, "stability: {max_speed_factor: 0.5}\n", "low.yaml")
+    (line,) = _error_lines(path)
+    assert line == f"{path}: stability.max_speed_factor: expected 0 (off) or more than 1 (the " \
+                   "inflow itself moves at 1 x u0) (got 0.5)"
 
 
 # ------------------------------------------------------------------------------- solvers
