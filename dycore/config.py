@@ -10,10 +10,11 @@ defaults live; ``dycore config --reference`` prints them as Markdown)::
     solvers:  Krylov method, preconditioner and tolerances per linear system
     backend:  cpu / gpu, host or device solvers, assembly mode, strict floating point
     output:   netCDF path, snapshot interval, diagnostics cadence, progress bar
-    stability: when a run that leaves physical bounds is stopped
+    stability: the speed limit that stops a run which leaves physical bounds
 
-Unknown keys and non-finite numbers (``.inf``, ``.nan``) are rejected at every level. :func:`load_config` turns every validation problem into
-one :class:`~dycore.errors.ConfigError` whose message has one line per problem::
+Unknown keys and non-finite numbers (``.inf``, ``.nan``) are rejected at every level.
+:func:`load_config` turns every validation problem into one :class:`~dycore.errors.ConfigError`
+whose message has one line per problem::
 
     configs/run.yaml: time.dt: expected greater than 0 (got -1.0)
     configs/run.yaml: mesh.nxx: unknown key; expected one of nx, ny, nz, ... (got 48)

@@ -11,6 +11,7 @@ docs/errors.md lists every case with its message.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tempfile
@@ -24,6 +25,8 @@ __all__ = ["check_before_build", "check_output_path", "check_memory", "check_bac
            "notice_backend_fallback", "estimate_run_memory", "available_memory",
            "inflow_speed", "courant_number", "StabilityWatch",
            "BYTES_PER_TETRAHEDRON", "BASE_BYTES"]
+
+log = logging.getLogger("dycore")
 
 #: peak resident memory of a CPU run (host solvers, AMG hierarchy) per tetrahedron [bytes], and
 #: its fixed part: measured with ``ru_maxrss`` after two steps of 3,600 to 288,000 tetrahedra
@@ -144,7 +147,7 @@ def check_memory(config, available: int | None = None) -> None:
 
 
 # -------------------------------------------------------------------------------- backend
-def check_backend_settings(config, log) -> None:
+def check_backend_settings(config) -> None:
     """Refuse or announce backend settings that ``backend.name`` would silently ignore.
 
     ``solver_mode: device`` with ``name: cpu`` is an error (the user asked for GPU solvers);
@@ -176,7 +179,7 @@ def check_backend_settings(config, log) -> None:
                     "this machine; using %d", b.threads, cores, cores)
 
 
-def notice_backend_fallback(config, backend, log) -> None:
+def notice_backend_fallback(config, backend) -> None:
     """One notice when ``backend.name: auto`` fell back to the CPU with GPU-only settings."""
     b = config.backend
     if b.name != "auto" or getattr(backend, "name", None) != "cpu":
@@ -187,14 +190,14 @@ def notice_backend_fallback(config, backend, log) -> None:
         log.warning("notice: backend auto chose the CPU; %s ignored", ", ".join(ignored))
 
 
-def check_before_build(config, path: Path, *, overwrite: bool, log) -> None:
+def check_before_build(config, path: Path, *, overwrite: bool) -> None:
     """Every check that needs no mesh: backend settings, memory estimate, output path.
 
     Raises
     ------
     ConfigError, OutputError (see the functions called).
     """
-    check_backend_settings(config, log)
+    check_backend_settings(config)
     check_memory(config)
     check_output_path(path, overwrite=overwrite)
 

@@ -128,10 +128,10 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
 
     wall0 = time.perf_counter()
     path = Path(config.output_path)
-    check_before_build(config, path, overwrite=overwrite, log=log)
+    check_before_build(config, path, overwrite=overwrite)
     sim = build_simulation(config)
     log.info("backend: %s", sim.backend.describe())
-    notice_backend_fallback(config, sim.backend, log)
+    notice_backend_fallback(config, sim.backend)
     tc, oc = config.time, config.output
     u_ref = inflow_speed(sim.params)
     courant = courant_number(u_ref, tc.dt, sim.mesh.coords)
