@@ -1,0 +1,214 @@
+"""The device solver kernels and solvers under the CUDA simulator, against SciPy and NumPy.
+
+Each kernel is checked on inputs spanning several thread blocks (small blocks, ``rb = 16``);
+the solvers against SciPy's CG / BiCGStab with the same preconditioner (iteration counts and
+solutions), the V-cycle bitwise against its NumPy twin, and a replayed graph against the direct
+launches that it captured.
+"""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from dycore.backend.gpu import GPUBackend
+from dycore.solvers import kernels as K
+from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, smoother_coefficients,
+                                vcycle_reference)
+from dycore.solvers.krylov import DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG
+
+RB = 16
+
+
+@pytest.fixture(scope="module")
+def la():
+    return DeviceLinalg(GPUBackend(solver_mode="device"), rb=RB)
+
+
+def _laplacian(m=7, shift=1e-3):
+    t = sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1])
+    return (sp.kron(t, sp.eye(m)) + sp.kron(sp.eye(m), t) + shift * sp.eye(m * m)).tocsr()
+
+
+def _block_system(nb=11, seed=0):
+    """A non-symmetric BCSR 3×3 matrix (block tridiagonal, dominant diagonal blocks)."""
+    rng = np.random.default_rng(seed)
+    rows, cols = zip(*[(i, j) for i in range(nb) for j in (i - 1, i, i + 1) if 0 <= j < nb])
+    pat = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(nb, nb))
+    pat.sort_indices()
+    vals = 0.3 * rng.standard_normal((pat.nnz, 3, 3))
+    diag = np.array([pat.indptr[i] + np.flatnonzero(
+        pat.indices[pat.indptr[i]:pat.indptr[i + 1]] == i)[0] for i in range(nb)])
+    vals[diag] += 3.0 * np.eye(3)
+    a = sp.bsr_matrix((vals, pat.indices, pat.indptr), shape=(3 * nb, 3 * nb))
+    return pat, vals, diag, a
+
+
+def _ctl():
+    c = np.zeros(K.NCTL)
+    return c
+
+
+@pytest.mark.parametrize("bs", [1, 3])
+def test_bsr_spmv_modes_and_dot_partials_match_scipy(la, bs):
+    rng = np.random.default_rng(1)
+    if bs == 1:
+        a = _laplacian(6) + sp.random(36, 36, density=0.1, random_state=2, format="csr")
+        a = a.tocsr()
+        a.sort_indices()
+        m = DeviceMatrix.from_scipy(la, a)
+    else:
+        pat, vals, _, a = _block_system()
+        m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3)
+    n = a.shape[0]
+    x, b, w = rng.standard_normal((3, n))
+    partial = np.full((la.nblocks(m.nrow), 1), np.nan)
+    ref = a @ x
+    for mode, expect in ((0, ref), (1, b - ref), (2, b + ref)):
+        y = b.copy()
+        la.spmv(m, x, y, mode=mode, b=b, w=w, partial=partial, ctl=_ctl())
+        np.testing.assert_allclose(y, expect, rtol=1e-14, atol=1e-14)
+        assert partial[:, 0].sum() == pytest.approx(w @ expect, rel=1e-13)
+    if bs == 1:        # one thread per row in index order from 0.0: SciPy's csr_matvec bits
+        y = np.empty(n)
+        la.spmv(m, x, y, ctl=_ctl())
+        assert np.array_equal(y, a @ x)
+
+
+def test_finished_solve_makes_every_kernel_a_no_op(la):
+    a = _laplacian(5)
+    m = DeviceMatrix.from_scipy(la, a)
+    ctl = _ctl()
+    ctl[K.DONE] = K.CONVERGED
+    y = np.full(a.shape[0], 7.0)
+    la.spmv(m, np.ones(a.shape[0]), y, ctl=ctl)
+    assert np.all(y == 7.0)
+
+
+def test_finish_reduction_is_fixed_order_and_exact_to_rounding(la):
+    rng = np.random.default_rng(3)
+    partial = rng.standard_normal((75, 2)) * 10.0 ** rng.integers(-8, 8, (75, 2))
+    out = []
+    for _ in range(2):
+        ctl = _ctl()
+        la.finish(partial, 75, K.OP_STORE, ctl, slot=K.RR)
+        out.append(ctl[K.RR])
+    assert out[0] == out[1]
+    assert out[0] == pytest.approx(partial[:, 0].sum(), rel=1e-12)
+
+
+def test_block_inverse_kinds(la):
+    pat, vals, diag, _ = _block_system(nb=9)
+    flat = vals.reshape(-1)
+    dpos = la.nb(diag.astype(np.int32))
+    for kind, expect in ((0, np.broadcast_to(np.eye(3), (9, 3, 3))),
+                         (1, np.array([np.diag(1.0 / np.diag(vals[d])) for d in diag])),
+                         (2, np.linalg.inv(vals[diag]))):
+        minv = np.full(81, np.nan)
+        la.launch(la.k.block_inverse, 9, flat, dpos, 3, kind, minv)
+        np.testing.assert_allclose(minv.reshape(9, 3, 3), expect, rtol=1e-13, atol=1e-15)
+
+
+def test_chebyshev_coefficients_damp_the_smoothing_interval():
+    """The error polynomial of the degree-2 Chebyshev smoother is minimax on [ρ/30, 1.1ρ]: its
+    largest value there is 1/T₂(σ), σ = (b + a)/(b − a) (analytic); damped Jacobi (ω = 2/3,
+    two sweeps) leaves (1 − 2ω/30)² ≈ 0.91 at the low end."""
+    rho = 2.0
+    a_, b_ = rho / 30, 1.1 * rho
+    lam = np.linspace(a_, b_, 4001)
+
+    def poly(coef):
+        e, d = np.ones_like(lam), np.zeros_like(lam)
+        for c1, c2 in coef:                    # error recurrence of d = c1 D⁻¹r + c2 d
+            d = c1 * lam * e + c2 * d
+            e = e - d
+        return e
+    cheb = np.abs(poly(smoother_coefficients("chebyshev", 2, rho))).max()
+    jac = np.abs(poly(smoother_coefficients("jacobi", 2, rho))).max()
+    sigma = (b_ + a_) / (b_ - a_)
+    assert cheb == pytest.approx(1.0 / (2 * sigma * sigma - 1), rel=1e-9)
+    assert jac == pytest.approx((1 - 2.0 / 3.0 * a_) ** 2, rel=1e-12) and jac > cheb
+
+
+@pytest.mark.parametrize("smoother", ["chebyshev", "jacobi"])
+def test_vcycle_is_bitwise_its_numpy_twin(la, smoother):
+    a = _laplacian(8)
+    h = HostHierarchy(a, smoother, 2, max_coarse=10)
+    assert len(h.sizes) >= 3
+    m = DeviceVCycle(la, h)
+    b = np.random.default_rng(4).standard_normal(a.shape[0])
+    partial = np.zeros((la.nblocks(a.shape[0]), 2))
+    z = m.issue(b, partial, _ctl())
+    ref = vcycle_reference(h, b)
+    assert np.array_equal(z, ref)
+    assert partial[:, 0].sum() == pytest.approx(b @ ref, rel=1e-13)
+
+
+def test_pcg_with_vcycle_takes_scipys_iterations_and_replays_bitwise(la):
+    a = _laplacian(8)
+    h = HostHierarchy(a, "chebyshev", 2, max_coarse=10)
+    cfg = SimpleNamespace(rtol=1e-8, atol=0.0, max_iterations=100)
+    pcg = DevicePCG(la, DeviceMatrix.from_scipy(la, a), DeviceVCycle(la, h), cfg,
+                    np.zeros(K.NCTL))
+    b = np.random.default_rng(5).standard_normal(a.shape[0])
+    pcg.b_arr[...] = b
+    x1, its1 = pcg.solve()
+    x1 = x1.copy()
+    count = [0]
+    m = spla.LinearOperator(a.shape, matvec=lambda v: vcycle_reference(h, v))
+    xs, info = spla.cg(a, b, rtol=1e-8, M=m, callback=lambda _: count.__setitem__(0, count[0] + 1))
+    assert info == 0 and its1 == count[0]
+    assert np.linalg.norm(b - a @ x1) <= 1e-8 * np.linalg.norm(b)
+    np.testing.assert_allclose(x1, xs, rtol=1e-10, atol=1e-12)
+    x2, its2 = pcg.solve()                      # the captured graph, replayed
+    assert its2 == its1 and np.array_equal(x2, x1)
+    assert la.b.counters.graph_replays >= 1
+
+
+def test_pcg_jacobi_and_zero_rhs(la):
+    a = _laplacian(5, shift=0.5)
+    cfg = SimpleNamespace(rtol=1e-9, atol=0.0, max_iterations=200)
+    m = DeviceMatrix.from_scipy(la, a)
+    pcg = DevicePCG(la, m, DeviceJacobi(la, m, 1.0 / a.diagonal()), cfg, np.zeros(K.NCTL))
+    b = np.random.default_rng(6).standard_normal(a.shape[0])
+    pcg.b_arr[...] = b
+    x, its = pcg.solve()
+    assert its > 0 and np.linalg.norm(b - a @ x) <= 1e-9 * np.linalg.norm(b)
+    pcg.b_arr[...] = 0.0
+    x, its = pcg.solve()
+    assert its == 0 and not x.any()
+
+
+@pytest.mark.parametrize("pre", ["block_jacobi", "jacobi", "none"])
+def test_bicgstab_bcsr_matches_scipy(la, pre):
+    pat, vals, diag, a = _block_system()
+    cfg = SimpleNamespace(rtol=1e-10, atol=0.0, max_iterations=100)
+    solver = DeviceBiCGStab(la, pat.shape[0], 3, diag, pre, cfg, np.zeros(K.NCTL), "momentum")
+    m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3)
+    b = np.random.default_rng(7).standard_normal(a.shape[0])
+    x, its = solver.solve(m, b)
+    if pre == "block_jacobi":
+        inv = np.linalg.inv(vals[diag])
+        pc = spla.LinearOperator(a.shape, matvec=lambda v: np.einsum(
+            "kab,kb->ka", inv, v.reshape(-1, 3)).ravel())
+    elif pre == "jacobi":
+        pc = spla.LinearOperator(a.shape, matvec=lambda v: v / a.diagonal())
+    else:
+        pc = None
+    count = [0]
+    xs, info = spla.bicgstab(a, b, rtol=1e-10, M=pc,
+                             callback=lambda _: count.__setitem__(0, count[0] + 1))
+    assert info == 0 and abs(its - count[0]) <= 1
+    assert np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b)
+    np.testing.assert_allclose(x, xs, rtol=1e-9, atol=1e-12)
+
+
+def test_bicgstab_limit_is_reported(la):
+    from dycore.errors import SolverDivergedError
+    pat, vals, diag, a = _block_system(seed=8)
+    cfg = SimpleNamespace(rtol=1e-14, atol=0.0, max_iterations=2)
+    solver = DeviceBiCGStab(la, pat.shape[0], 3, diag, "none", cfg, np.zeros(K.NCTL), "tracer")
+    m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3)
+    with pytest.raises(SolverDivergedError, match="tracer solve .*iteration limit"):
+        solver.solve(m, np.ones(a.shape[0]))

@@ -1,0 +1,77 @@
+"""Every device solver kernel compiles for a real GPU (sm_90, the H100/H200), not just the simulator.
+
+The simulator does no type checking, so code can pass there and still fail to compile. NVVM
+(from the ``cuda-toolkit[nvvm]`` wheel of the test extra) compiles to PTX without a GPU; this test
+does so in a subprocess with the simulator off, for the production and the strict (fma=0)
+options, and checks that no kernel spills to local memory and that strict PTX has no fused
+multiply-add.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent(r"""
+    import json
+    import dycore.backend._numpy_compat  # noqa: F401
+    from numba import cuda, float64, int64
+    from numba.core import types
+    import numba.cuda.dispatcher as dispatcher
+    from dycore.backend.strict_fp import _renamed, install_nvvm_fma_guard
+    from dycore.solvers.kernels import build_solver_kernels
+
+    class _Device:                       # device functions ask the current device for its cc
+        compute_capability = (9, 0)
+    dispatcher.get_current_device = lambda: _Device()
+
+    bodies = {}
+    def keep(fn):
+        bodies[fn.__name__] = fn
+        return fn
+    build_solver_kernels(keep, cuda.jit(device=True), 256)
+    f1, i1, f2 = types.float64[::1], types.int32[::1], types.float64[:, ::1]
+    sigs = {
+        "bsr_spmv": (i1, i1, f1, int64, f1, f1, f1, int64, f1, f2, f1),
+        "smooth": (i1, i1, f1, f1, f1, f1, f1, f1, float64, float64, int64, f2, f1),
+        "dense_matvec": (f2, f1, f1, f1),
+        "finish": (f2, int64, int64, int64, f1),
+        "init_residual": (f1, f1, f1, f1, f2, f1),
+        "cg_update_xr": (f1, f1, f1, f1, f2, f1),
+        "cg_update_p": (f1, f1, int64, f1),
+        "bi_update_p": (f1, f1, f1, f1, int64, f1, f1),
+        "bi_update_s": (f1, f1, f1, f1, f1, int64, f1, f2, f1),
+        "bi_dots_ts": (f1, f1, f2, f1),
+        "bi_update_xr": (f1, f1, f1, f1, f1, f2, f1),
+        "block_inverse": (f1, i1, int64, int64, f1),
+        "accumulate": (f1, f1, int64),
+        "copy": (f1, f1),
+    }
+    out = {"missing": sorted(set(bodies) - set(sigs)), "kernels": {}}
+    install_nvvm_fma_guard()             # the production strict path: renamed copies, fma=0
+    for strict in (False, True):
+        for name, sig in sigs.items():
+            fn = _renamed(bodies[name]) if strict else bodies[name]
+            ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
+            out["kernels"][f"{name}{'/strict' if strict else ''}"] = {
+                "local": ".local" in ptx, "fma": "fma.rn.f64" in ptx}
+    print(json.dumps(out))
+""")
+
+
+def test_solver_kernels_compile_to_sm90_ptx():
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["missing"] == [], f"kernels without a PTX check: {out['missing']}"
+    assert len(out["kernels"]) == 28
+    for name, k in out["kernels"].items():
+        assert not k["local"], f"{name} uses local memory"
+        if name.endswith("/strict"):
+            assert not k["fma"], f"{name}: strict PTX contains fma"
+    assert out["kernels"]["bsr_spmv"]["fma"]       # the production build does contract
