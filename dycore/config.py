@@ -211,9 +211,8 @@ class LinearSolverConfig(_Section):
                          ge=0)
     max_iterations: int = _field(500, unit="iterations",
                                  description="iteration limit (then SolverDivergedError); "
-                                             "caution: for gmres with host solvers (SciPy) it "
-                                             "currently limits restart cycles, i.e. up to "
-                                             "max_iterations * restart iterations", ge=1)
+                                             "host gmres rounds it up to whole restart cycles",
+                                 ge=1)
     restart: int = _field(30, unit="iterations", description="GMRES restart length", ge=1)
 
 

@@ -127,6 +127,8 @@ class HostSolver:
         elif cfg.method == "bicgstab":
             x, info = spla.bicgstab(a, b, callback=count, **kw)
         elif cfg.method == "gmres":
+            # SciPy's maxiter counts restart cycles: whole cycles covering max_iterations
+            kw["maxiter"] = -(-cfg.max_iterations // cfg.restart)
             x, info = spla.gmres(a, b, restart=cfg.restart, callback=count,
                                  callback_type="pr_norm", **kw)
         else:

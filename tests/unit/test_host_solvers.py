@@ -3,7 +3,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from dycore.solvers.linear import amg_hierarchy
+from dycore.solvers.linear import HostSolver, amg_hierarchy
 
 
 def _anisotropic_laplacian(n=24, eps=0.01):
@@ -45,3 +45,22 @@ def test_amg_preconditioned_cg_is_fast_on_strong_anisotropy():
     assert info == 0 and np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b) * 1.01
     spla.cg(a, b, rtol=1e-10, maxiter=5000, callback=cb("none"))
     assert its["amg"] <= 15 and its["amg"] * 5 < its["none"], its
+
+
+def test_gmres_max_iterations_counts_iterations_not_restart_cycles():
+    """max_iterations = 40 with restart 10 allows 4 cycles (40 iterations): a 1-D Laplacian of
+    200 unknowns without preconditioner needs far more and must fail (SciPy's own maxiter would
+    have allowed 40 cycles = 400 iterations, enough to converge)."""
+    import pytest
+    from types import SimpleNamespace
+    from dycore.errors import SolverDivergedError
+    n = 200
+    a = sp.diags([-np.ones(n - 1), 2.0 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).tocsr()
+    b = np.ones(n)
+    cfg = SimpleNamespace(method="gmres", preconditioner="none", rtol=1e-8, atol=0.0,
+                          max_iterations=40, restart=10)
+    with pytest.raises(SolverDivergedError, match="max_iterations 40"):
+        HostSolver("tracer", cfg).solve(a, b)
+    cfg.max_iterations = 4000
+    x, its = HostSolver("tracer", cfg).solve(a, b)
+    assert np.linalg.norm(a @ x - b) <= 1e-8 * np.linalg.norm(b) and its > 40
