@@ -48,19 +48,15 @@ def test_amg_preconditioned_cg_is_fast_on_strong_anisotropy():
 
 
 def test_gmres_max_iterations_counts_iterations_not_restart_cycles():
-    """max_iterations = 40 with restart 10 allows 4 cycles (40 iterations): a 1-D Laplacian of
-    200 unknowns without preconditioner needs far more and must fail (SciPy's own maxiter would
-    have allowed 40 cycles = 400 iterations, enough to converge)."""
+    """max_iterations = 40 with restart 10 allows 4 restart cycles, 40 iterations (SciPy's own
+    maxiter would allow 40 cycles, 400 iterations): an unpreconditioned 1-D Laplacian of 200
+    unknowns needs far more, and the error reports the 40 iterations done."""
     import pytest
     from types import SimpleNamespace
     from dycore.errors import SolverDivergedError
     n = 200
     a = sp.diags([-np.ones(n - 1), 2.0 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).tocsr()
-    b = np.ones(n)
     cfg = SimpleNamespace(method="gmres", preconditioner="none", rtol=1e-8, atol=0.0,
                           max_iterations=40, restart=10)
-    with pytest.raises(SolverDivergedError, match="max_iterations 40"):
-        HostSolver("tracer", cfg).solve(a, b)
-    cfg.max_iterations = 4000
-    x, its = HostSolver("tracer", cfg).solve(a, b)
-    assert np.linalg.norm(a @ x - b) <= 1e-8 * np.linalg.norm(b) and its > 40
+    with pytest.raises(SolverDivergedError, match=r" 40 iterations, .*max_iterations 40"):
+        HostSolver("tracer", cfg).solve(a, np.ones(n))
