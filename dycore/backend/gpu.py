@@ -9,6 +9,8 @@ NumPy arrays, which is how CI tests this backend without a GPU.
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import scipy.sparse as sp
 from numba import config as numba_config
@@ -19,6 +21,8 @@ from dycore.backend.gpu_kernels import ATOMIC, ELEMENTS, SEARCH, get_kernels, gr
 from dycore.diagnostics.counters import Counters
 from dycore.diagnostics.timers import WallMarker
 from dycore.errors import BackendUnavailableError
+
+log = logging.getLogger("dycore")
 
 __all__ = ["GPUBackend", "GPUAssembler", "EventMarker", "StrictCSR", "Counters", "Graph"]
 
@@ -34,51 +38,44 @@ class Graph:
 
     def __init__(self, backend, issue):
         self.b = backend
+        self.issue = issue
+        self.graph = None
         before = backend.counters.launches
-        if backend.simulator:
-            self.issue = issue
-        else:
+        if not backend.simulator:
             import cupy
             stream = backend.stream
-            stream.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeRelaxed)
             try:
-                issue()
-            finally:
-                self.graph = stream.end_capture()
+                stream.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeRelaxed)
+                try:
+                    issue()
+                finally:
+                    graph = stream.end_capture()
+                self.graph = graph
+            except Exception as exc:  # noqa: BLE001 - any capture failure: launch directly
+                log.warning("CUDA graph capture failed (%s: %s); launching these kernels "
+                            "directly", type(exc).__name__, exc)
         self.kernels = backend.counters.launches - before
         backend.counters.launches = before       # captured, not run
 
     def replay(self) -> None:
+        """Run the captured kernels once more (on the backend's stream).
+
+        Under the simulator the kernels are re-issued and counted as a replay, as on a GPU;
+        after a failed capture they are launched directly and counted as launches."""
         c = self.b.counters
-        c.graph_replays += 1
-        c.graph_kernels += self.kernels
-        if self.b.simulator:
-            saved = c.launches
+        if self.graph is None and not self.b.simulator:
             self.issue()
-            self.kernels = c.launches - saved
+            return
+        c.graph_replays += 1
+        if self.graph is not None:
             c.graph_kernels += self.kernels
-            c.launches = saved
-        else:
             self.graph.launch(stream=self.b.stream)
-
-
-class EventMarker:
-    """CUDA-event clock marker for :class:`StageTimers` (no synchronize until read), recorded on
-    the backend's stream (``stream=0``: the default stream)."""
-
-    __slots__ = ("ev", "stream")
-
-    def __init__(self, stream=0):
-        self.stream = stream
-
-    def record(self) -> "EventMarker":
-        self.ev = cuda.event(timing=True)
-        self.ev.record(self.stream)
-        return self
-
-    def elapsed_ms(self, later: "EventMarker") -> float:
-        later.ev.synchronize()
-        return cuda.event_elapsed_time(self.ev, later.ev)
+            return
+        saved = c.launches
+        self.issue()
+        self.kernels = c.launches - saved
+        c.graph_kernels += self.kernels
+        c.launches = saved
 
 
 class GPUBackend:

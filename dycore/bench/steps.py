@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 
 import numba
+import numpy as np
 
 from dycore.bench.timing import stats
 
@@ -100,6 +101,8 @@ def run_variant(make_config, label: str, backend: dict, threads: int, steps: int
     dict
         ``label``, ``nele``, ``nnodes``, ``build_s``, ``warmup_s``, ``step`` (stats [ms]),
         ``stages`` (StageTimers.as_dict of the timed steps), ``table`` (StageTimers table),
+        ``per_step`` (median per timed step of what the backend counted: Python-issued kernel
+        launches, graph replays and the kernels they ran, host syncs, CuPy allocations),
         ``device_bytes`` (memory-pool growth over the build, GPU only) and ``last_diagnostics``.
     """
     from dycore.timestepping.simulation import build_simulation
@@ -118,14 +121,20 @@ def run_variant(make_config, label: str, backend: dict, threads: int, steps: int
         sim.backend.synchronize()
         warmup_s = time.perf_counter() - t0
         sim.timers.reset()
-        times, diag = [], {}
+        times, diag, counts = [], {}, []
+        counters = sim.backend.counters
         for _ in range(steps):
+            c0 = counters.snapshot()
             t0 = time.perf_counter()
-            diag = sim.step()                       # ends with a synchronize
+            diag = sim.step()                       # ends with a device→host read
             times.append((time.perf_counter() - t0) * 1e3)
+            c1 = counters.snapshot()
+            counts.append({k: c1[k] - c0[k] for k in c0})
         out = {"label": label, "backend": sim.backend.describe(), "nele": int(sim.mesh.nele),
                "nnodes": int(sim.mesh.nnodes), "build_s": build_s, "warmup_s": warmup_s,
                "step": stats(times), "stages": sim.timers.as_dict(),
+               "per_step": {k: float(np.median([c[k] for c in counts])) for k in counts[0]}
+               if counts else {},
                "table": sim.timers.table(f"{label}: stage timers over {steps} steps"),
                "device_bytes": None if before is None else after - before,
                "last_diagnostics": {k: _scalar(v) for k, v in diag.items()}}
