@@ -48,7 +48,8 @@ class MeshOperators:
     pressure_host : SciPy CSR copy of ``pressure`` (host solver / AMG set-up)
     pin : int — pinned pressure node
     dir_nodes : (nd,) Dirichlet nodes; dir_row_pos : positions of all nonzeros in Dirichlet
-        rows; dir_diag_pos : (nd,) positions of their diagonal entries
+        rows; dir_diag_pos : (nd,) positions of their diagonal entries; dir_row_start,
+        dir_row_end : (nd,) int32 first and one-past-last nonzero of each Dirichlet row
     detj_min : float — smallest element det J (checked > 0)
     """
 
@@ -64,6 +65,8 @@ class MeshOperators:
     dir_row_pos: object
     dir_diag_pos: object
     detj_min: float
+    dir_row_start: object = None
+    dir_row_end: object = None
 
 
 def _lateral_face_mass(mesh, sparsity, tags) -> np.ndarray:
@@ -140,7 +143,9 @@ def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, sta
         pin=pin, dir_nodes=backend.to_device(dir_nodes.astype(np.int64)),
         dir_row_pos=backend.to_device(dir_row_pos.astype(np.int64)),
         dir_diag_pos=backend.to_device(dir_diag_pos.astype(np.int64)),
-        detj_min=float(detj.min()))
+        detj_min=float(detj.min()),
+        dir_row_start=backend.to_device(sparsity.indptr[dir_nodes].astype(np.int32)),
+        dir_row_end=backend.to_device(sparsity.indptr[dir_nodes + 1].astype(np.int32)))
 
 
 def _csr_parts(a: sp.csr_matrix):

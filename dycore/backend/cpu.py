@@ -10,7 +10,62 @@ from dycore.diagnostics.counters import Counters
 from dycore.diagnostics.timers import WallMarker
 from dycore.dtypes import REAL
 
-__all__ = ["CPUBackend", "CPUAssembler"]
+__all__ = ["CPUBackend", "CPUAssembler", "CPUVectorOps", "HostCSR"]
+
+
+class HostCSR(sp.csr_matrix):
+    """SciPy CSR with the backends' no-allocation product ``matvec(x, out)`` (out = A x)."""
+
+    def matvec(self, x, out) -> None:
+        out[...] = (self @ x.reshape(-1)).reshape(out.shape)
+
+
+class CPUVectorOps:
+    """Vector operations of the Picard step in NumPy (the reference the GPU kernels of
+    :mod:`dycore.backend.gpu_ops` reproduce operation by operation). Arguments as there."""
+
+    @staticmethod
+    def axpby(out, a, x, b, y, div=False) -> None:
+        if div:
+            out[...] = a * x + y / b
+        elif b == 0.0:
+            out[...] = a * x
+        else:
+            out[...] = a * x + b * y
+
+    @staticmethod
+    def x_plus_yz(out, x, y, z) -> None:
+        out[...] = x + y * z
+
+    @staticmethod
+    def advection_source(src, u_it, u_old, th, dtb) -> None:
+        src[...] = -(th * u_it[:, 2] + (1.0 - th) * u_old[:, 2]) * dtb
+
+    @staticmethod
+    def dirichlet(values, rhs, bs, ops) -> None:
+        if values is not None:
+            values[ops.dir_row_pos] = 0.0
+            if bs == 1:
+                values[ops.dir_diag_pos] = 1.0
+            else:
+                for a in range(bs):
+                    values[ops.dir_diag_pos, a, a] = 1.0
+        rhs[ops.dir_nodes] = 0.0
+
+    @staticmethod
+    def scatter_fill(a, idx, value) -> None:
+        a[idx] = value
+
+    @staticmethod
+    def max_abs_diff(x, y, out, slot) -> None:
+        out[slot] = np.max(np.abs(x - y))
+
+    @staticmethod
+    def step_scalars(u, th, ml, div, out, slot) -> None:
+        out[slot] = np.max(np.abs(u[:, 2]))
+        out[slot + 1] = np.sum(ml * np.sum(u * u, axis=1))
+        out[slot + 2] = np.max(np.abs(div / ml))
+        out[slot + 3] = np.count_nonzero(~np.isfinite(u)) + np.count_nonzero(~np.isfinite(th))
 
 
 class CPUBackend:
@@ -24,6 +79,7 @@ class CPUBackend:
     name = "cpu"
     xp = np
     solver_mode = "host"
+    ops = CPUVectorOps()
 
     def __init__(self, threads: int = 0):
         if threads:
@@ -49,7 +105,7 @@ class CPUBackend:
 
     def csr(self, data, indices, indptr, shape):
         """A sparse matrix of this backend over (data, indices, indptr)."""
-        return sp.csr_matrix((data, indices, indptr), shape=shape)
+        return HostCSR((data, indices, indptr), shape=shape)
 
     def assembler(self, mesh, sparsity, timers):
         return CPUAssembler(mesh, sparsity, timers)

@@ -12,19 +12,19 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import scipy.sparse as sp
 from numba import config as numba_config
 from numba import cuda
 
 from dycore.backend import _numpy_compat  # noqa: F401
 from dycore.backend.gpu_kernels import ATOMIC, ELEMENTS, SEARCH, get_kernels, grid
+from dycore.backend.gpu_ops import DeviceCSR, GPUVectorOps
 from dycore.diagnostics.counters import Counters
 from dycore.diagnostics.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
 log = logging.getLogger("dycore")
 
-__all__ = ["GPUBackend", "GPUAssembler", "EventMarker", "StrictCSR", "Counters", "Graph"]
+__all__ = ["GPUBackend", "GPUAssembler", "EventMarker", "Graph"]
 
 
 class Graph:
@@ -110,6 +110,7 @@ class GPUBackend:
         self.kernels = get_kernels(strict)
         self.counters = Counters()
         self.stream, self.nb_stream = None, 0
+        self._ops = None
         if not self.simulator:
             # one stream for CuPy and numba alike: ordered without host syncs, and capturable
             # (the legacy default stream cannot be captured into a CUDA graph)
@@ -150,6 +151,13 @@ class GPUBackend:
         if not self.simulator:
             self.stream.synchronize()
 
+    @property
+    def ops(self):
+        """The step's vector operations (:class:`GPUVectorOps`), built on first use."""
+        if self._ops is None:
+            self._ops = GPUVectorOps(self)
+        return self._ops
+
     def launch(self, kernel, griddim, *args):
         """Launch ``kernel[griddim]`` on the backend's stream, counted in ``counters``.
 
@@ -173,18 +181,9 @@ class GPUBackend:
         return Graph(self, issue)
 
     def csr(self, data, indices, indptr, shape):
-        """A sparse matrix of this backend over host (data, indices, indptr).
-
-        Strict mode gets a :class:`StrictCSR` (our fma=0 SpMV in SciPy's summation order, so
-        ``A @ x`` has the CPU's bits); otherwise cupyx CSR (cuSPARSE), or SciPy's under the
-        simulator."""
-        if self.strict:
-            return StrictCSR(self, data, indices, indptr, shape)
-        if self.simulator:
-            return sp.csr_matrix((data, indices, indptr), shape=shape)
-        from cupyx.scipy.sparse import csr_matrix
-        xp = self.xp
-        return csr_matrix((xp.asarray(data), xp.asarray(indices), xp.asarray(indptr)), shape=shape)
+        """A :class:`DeviceCSR` over host (data, indices, indptr): our SpMV in SciPy's row order
+        (no cuSPARSE handle: capturable; strict mode: the CPU's bits)."""
+        return DeviceCSR(self, data, indices, indptr, shape)
 
     def fill(self, a, value=0.0):
         """a[:] = value with a kernel (numba device-array slice assignment is slow)."""
@@ -198,40 +197,6 @@ class GPUBackend:
     def device_systems(self, sparsity, ops, cfg, timers):
         from dycore.solvers.device import DeviceSystems
         return DeviceSystems(self, sparsity, ops, cfg, timers)
-
-
-class StrictCSR:
-    """Device CSR matrix whose product ``A @ x`` is bitwise equal to SciPy's on the CPU.
-
-    Parameters
-    ----------
-    backend : GPUBackend (strict)
-    data : (nnz,) float64; indices : (nnz,) int32, sorted within rows; indptr : (n+1,) int32
-    shape : (n, m)
-
-    ``A @ x`` takes a 1-D backend array of length m and returns a new one of length n, computed
-    by :func:`dycore.backend.gpu_kernels._csr_matvec` compiled without FMA (DESIGN.md §7).
-    """
-
-    def __init__(self, backend, data, indices, indptr, shape):
-        self.b, self.shape, self.dtype = backend, tuple(shape), np.dtype(np.float64)
-        self.data = backend.to_device(np.asarray(data, np.float64))
-        self.indices = backend.to_device(np.asarray(indices, np.int32))
-        self.indptr = backend.to_device(np.asarray(indptr, np.int32))
-        self._diag = sp.csr_matrix((data, indices, indptr), shape=shape).diagonal()
-
-    def __matmul__(self, x):
-        b = self.b
-        if x.ndim != 1 or x.shape[0] != self.shape[1]:
-            raise ValueError(f"StrictCSR {self.shape} @ vector of shape {x.shape}")
-        y = b.xp.empty(self.shape[0], dtype=np.float64)
-        b.launch(b.kernels.csr_matvec, grid(self.shape[0], 256), b.nb(self.indptr),
-                 b.nb(self.indices), b.nb(self.data), b.nb(x), b.nb(y))
-        return y
-
-    def diagonal(self):
-        """The main diagonal as a backend array, (min(n, m),) float64."""
-        return self.b.to_device(self._diag)
 
 
 class GPUAssembler:

@@ -248,21 +248,6 @@ def _gather_blocks(ptr, contrib, ele_blocks, bs, out):
         out[k * bs + b] = s
 
 
-def _csr_matvec(indptr, indices, data, x, y):
-    """y[i] = Σ data[jj]·x[indices[jj]] over row i in index order, starting from 0.0.
-
-    One thread per row; the order and the starting value are SciPy's ``csr_matvec``, so in a
-    strict (fma=0) build every row sum has the CPU's bits. cuSPARSE's SpMV sums in its own
-    order with FMA; it is used in every other mode."""
-    i = cuda.grid(1)
-    if i >= y.shape[0]:
-        return
-    s = 0.0
-    for jj in range(indptr[i], indptr[i + 1]):
-        s += data[jj] * x[indices[jj]]
-    y[i] = s
-
-
 def _fill(a, value):
     i = cuda.grid(1)
     if i < a.shape[0]:
@@ -307,7 +292,6 @@ class Kernels:
         self.stabilisation = jit(_stabilisation)
         self.lumped_mass = jit(_lumped_mass)
         self.gather_blocks = jit(_gather_blocks)
-        self.csr_matvec = jit(_csr_matvec)
         self.fill = jit(_fill)
 
 

@@ -1,27 +1,33 @@
 """netCDF-4 output: UGRID-1.0 tetrahedral mesh, node fields appended per snapshot, diagnostics.
 
-File layout (CF-1.8, UGRID-1.0 fully 3-D mesh)::
+File layout (CF-1.8, UGRID-1.0 fully 3-D mesh; docs/output.md describes it for users)::
 
-    dimensions: time, step, picard (unlimited); nodes, cells, four = 4
+    dimensions: time, step (unlimited); nodes, cells, four = 4, picard = time.nonlinear_iterations
     mesh                       UGRID mesh topology (cf_role = "mesh_topology", 3-D)
     x, y, z (nodes)            node coordinates [m]
     cell_nodes (cells, four)   tetrahedron -> node connectivity, 0-based, int32
     mesh_volume_types (cells)  UGRID volume shape flags (0 = tetrahedron)
-    time (time)                model time since the start of the run [s]
+    time (time)                seconds since TIME_REFERENCE (a nominal date: t = 0 is the start)
     u v w p theta_prime q_v q_c q_r (time, nodes)   node fields, float64
-    step, diag_time, max_abs_w, ... (step)          per-step diagnostics
+    step, diag_time, max_abs_w, ... (step)          per-step diagnostics (int32 ones unmasked)
     picard_change (step, picard)                    max-norm change per Picard iteration, NaN-padded
     group timers                                    stage-timer table (also JSON and text
                                                     global attributes timers, timers_table)
 
-Every :meth:`SnapshotWriter.write_snapshot` and :meth:`SnapshotWriter.write_diagnostics` ends with
-``sync()``, so a run that is killed keeps every record it finished (STYLE.md principle 6).
-``netCDF4`` is imported when a file is opened, so importing this module needs no netCDF library.
+Every variable but the scalar ``mesh`` has explicit chunks (:func:`_chunks`) and zlib compression
+at :data:`COMPRESSION_LEVEL` with the shuffle filter (the level was chosen by measuring file size
+and write time, docs/output.md). The ``config`` and ``history`` attributes carry no absolute paths
+(:func:`portable_text`). Every :meth:`SnapshotWriter.write_snapshot` and
+:meth:`SnapshotWriter.write_diagnostics` ends with ``sync()``, so a run that is killed keeps every
+record it finished (STYLE.md principle 6). ``netCDF4`` is imported when a file is opened, so
+importing this module needs no netCDF library.
 """
 from __future__ import annotations
 
 import datetime
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,7 +37,8 @@ import numpy as np
 from dycore.dtypes import INDEX, NLOC, REAL
 from dycore.errors import OutputError
 
-__all__ = ["SnapshotWriter", "read_last_snapshot", "FIELDS", "DIAGNOSTICS"]
+__all__ = ["SnapshotWriter", "read_last_snapshot", "FIELDS", "DIAGNOSTICS", "TIME_UNITS",
+           "CALENDAR", "COMPRESSION_LEVEL", "NOT_RECORDED", "portable_text"]
 
 #: node fields of a snapshot: name -> (long_name, units)
 FIELDS: dict[str, tuple[str, str]] = {
@@ -60,7 +67,93 @@ DIAGNOSTICS: dict[str, tuple[str, str, str]] = {
                                  "1", "i4"),
 }
 
-_FILL_INT = np.int32(-1)
+#: value of an int32 diagnostic in a step that did not record it (the variables have no
+#: _FillValue, so readers return plain integers, never a masked or float array)
+NOT_RECORDED = np.int32(-1)
+
+#: reference of the time axis: the case is idealised, so the date is nominal and t = 0 s (the
+#: start of the run) is this instant. Raw values are model seconds; xarray decodes them to dates
+#: unless ``decode_times=False``.
+TIME_REFERENCE = "2000-01-01 00:00:00"
+TIME_UNITS = f"seconds since {TIME_REFERENCE}"
+CALENDAR = "proleptic_gregorian"
+
+#: zlib level of every variable (with the shuffle filter). Measured on
+#: configs/mountainwave3d_small.yaml (docs/output.md): level 4 gives 99% of the size reduction of
+#: level 9 at the write time of level 1; levels 6 and 9 write 15% and 65% slower for < 1% less.
+COMPRESSION_LEVEL = 4
+
+#: most values in one chunk (8 MiB of float64): a snapshot of a larger mesh spans several chunks
+_MAX_CHUNK_VALUES = 1 << 20
+#: records per chunk along the unlimited step / time / stage dimensions of 1-D variables
+_RECORDS_PER_CHUNK = 1024
+
+#: stages per chunk of the timers group (a table has a few dozen)
+_TIMER_CHUNK = 64
+
+#: a POSIX absolute path inside text: "/" at the start or after a space, quote, "=" or "("
+_ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"=(])/[^\s'\",()\[\]{}]*[^\s'\",()\[\]{}.:;]")
+
+
+def _rows_per_chunk(n_rows: int, row_values: int = 1) -> int:
+    """Rows of an array of ``n_rows`` rows (0: an unlimited dimension, which gets
+    :data:`_RECORDS_PER_CHUNK`) and ``row_values`` values per row in one chunk of at most
+    :data:`_MAX_CHUNK_VALUES` values."""
+    rows = n_rows if n_rows > 0 else _RECORDS_PER_CHUNK
+    return max(1, min(rows, _MAX_CHUNK_VALUES // max(1, row_values)))
+
+
+def _portable_path(text: str, cwd: Path | None = None) -> str:
+    """An absolute path as a path relative to the working directory when it lies below it, else
+    its file name (no machine-specific folders in the file's metadata)."""
+    cwd = Path.cwd() if cwd is None else cwd
+    path = Path(text)
+    try:
+        return path.relative_to(cwd).as_posix() or "."
+    except ValueError:
+        return path.name or "."
+
+
+def portable_text(text: str, cwd: Path | None = None) -> str:
+    """``text`` with every absolute path replaced by :func:`_portable_path` of it.
+
+    Examples
+    --------
+    >>> portable_text("# source: /home/me/run/configs/a.yaml", cwd=Path("/home/me/run"))
+    '# source: configs/a.yaml'
+    >>> portable_text("path: /scratch/out.nc", cwd=Path("/home/me/run"))
+    'path: out.nc'
+    """
+    return _ABSOLUTE_PATH.sub(lambda m: _portable_path(m.group(0), cwd), text)
+
+
+def _nonlinear_iterations(config_yaml: str) -> int:
+    """``time.nonlinear_iterations`` of a resolved configuration text, else its default."""
+    import yaml
+
+    try:
+        value = (yaml.safe_load(config_yaml) or {}).get("time", {}).get("nonlinear_iterations")
+    except (yaml.YAMLError, AttributeError):
+        value = None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    from dycore.config import TimeConfig
+
+    return int(TimeConfig.model_fields["nonlinear_iterations"].default)
+
+
+def _command_line(argv: list[str] | None = None) -> str:
+    """What created the file, for ``history``: ``dycore run configs/a.yaml ...`` for the command
+    line (also under ``python -m dycore``), else the calling program's name; no absolute paths."""
+    argv = list(sys.argv if argv is None else argv)
+    program = Path(argv[0]) if argv and argv[0] else Path("python")
+    name = program.parent.name if program.name == "__main__.py" else program.stem
+    if name.startswith("-"):            # python -c
+        name = "python"
+    args = [portable_text(arg) for arg in argv[1:]]
+    if name == "dycore":
+        return " ".join(["dycore"] + args)
+    return f"the dycore Python API (program: {name or 'python'})"
 
 
 def _import_netcdf4():
@@ -86,6 +179,13 @@ class SnapshotWriter:
         ``dycore.__version__`` (global attribute ``dycore_version``).
     title : str
         Global attribute ``title``.
+    picard_iterations : int, optional
+        Length of the fixed ``picard`` dimension: the most Picard iterations of a step (default:
+        ``time.nonlinear_iterations`` of ``config_yaml``, else the configuration default).
+    compression_level : int
+        zlib level 0-9 of every variable (0: uncompressed); default :data:`COMPRESSION_LEVEL`.
+    shuffle : bool
+        HDF5 byte-shuffle filter before zlib (default on; ignored at level 0).
 
     Raises
     ------
@@ -100,9 +200,22 @@ class SnapshotWriter:
     """
 
     def __init__(self, path: str | Path, mesh: Any, *, config_yaml: str, version: str,
-                 title: str = "dycore mountain-wave simulation"):
+                 title: str = "dycore mountain-wave simulation",
+                 picard_iterations: int | None = None,
+                 compression_level: int = COMPRESSION_LEVEL, shuffle: bool = True):
         self.path = Path(path)
         self._ds = None
+        if not (isinstance(compression_level, (int, np.integer)) and 0 <= compression_level <= 9):
+            raise OutputError(f"{self.path}: compression_level must be an integer from 0 to 9, "
+                              f"got {compression_level!r}")
+        if picard_iterations is None:
+            picard_iterations = _nonlinear_iterations(config_yaml)
+        if not (isinstance(picard_iterations, (int, np.integer)) and picard_iterations >= 1):
+            raise OutputError(f"{self.path}: picard_iterations must be a positive integer, got "
+                              f"{picard_iterations!r}")
+        self.picard_iterations = int(picard_iterations)
+        self._compression = ({"compression": "zlib", "complevel": int(compression_level),
+                              "shuffle": bool(shuffle)} if compression_level > 0 else {})
         coords = np.ascontiguousarray(mesh.coords, dtype=REAL)
         tets = np.asarray(mesh.tets)
         if coords.ndim != 2 or coords.shape[1] != 3 or tets.ndim != 2 or tets.shape[1] != NLOC:
@@ -125,14 +238,22 @@ class SnapshotWriter:
             raise OutputError(f"{self.path}: cannot write output file ({exc})") from None
 
     # ---------------------------------------------------------------------------- layout
+    def _variable(self, name: str, dtype, dims: tuple[str, ...], chunks: tuple[int, ...],
+                  fill_value: Any = False, group=None):
+        """A compressed variable with explicit chunks; ``fill_value=False``: no _FillValue."""
+        where = self._ds if group is None else group
+        return where.createVariable(name, dtype, dims, fill_value=fill_value,
+                                    chunksizes=chunks, **self._compression)
+
     def _define(self, coords, tets, config_yaml, version, title) -> None:
         ds = self._ds
+        nnodes, ncells = coords.shape[0], tets.shape[0]
         ds.createDimension("time", None)
         ds.createDimension("step", None)
-        ds.createDimension("nodes", coords.shape[0])
-        ds.createDimension("cells", tets.shape[0])
+        ds.createDimension("nodes", nnodes)
+        ds.createDimension("cells", ncells)
         ds.createDimension("four", NLOC)
-        ds.createDimension("picard", None)     # grows to the most Picard iterations of a step
+        ds.createDimension("picard", self.picard_iterations)   # the most iterations of a step
 
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         ds.setncatts({
@@ -141,10 +262,12 @@ class SnapshotWriter:
             "institution": "dycore",
             "source": f"dycore {version}: P1-P1 continuous-Galerkin Boussinesq dynamical core",
             "dycore_version": version,
-            "config": config_yaml,
-            "history": f"{now}: created by {' '.join([Path(sys.argv[0]).name] + sys.argv[1:])}",
+            "config": portable_text(config_yaml),
+            "history": f"{now}: created by dycore {version}: {_command_line()}",
         })
 
+        # UGRID requires the two cf_role values below (R102, R301); CF-1.8 defines cf_role only
+        # for discrete sampling geometries, so a CF checker lists them (docs/output.md).
         mesh = ds.createVariable("mesh", "i4")
         mesh.setncatts({
             "cf_role": "mesh_topology",
@@ -158,45 +281,56 @@ class SnapshotWriter:
         })
         mesh.assignValue(0)
 
+        node_chunks = (_rows_per_chunk(nnodes),)
         for name, std, long_name, values in (
                 ("x", "projection_x_coordinate", "x coordinate of node (streamwise)", coords[:, 0]),
                 ("y", "projection_y_coordinate", "y coordinate of node (spanwise)", coords[:, 1]),
                 ("z", "altitude", "height of node above z = 0", coords[:, 2])):
-            var = ds.createVariable(name, "f8", ("nodes",))
+            var = self._variable(name, "f8", ("nodes",), node_chunks)
             var.setncatts({"standard_name": std, "long_name": long_name, "units": "m",
                            "mesh": "mesh", "location": "node"})
             if name == "z":
                 var.positive = "up"
             var[:] = values
 
-        conn = ds.createVariable("cell_nodes", "i4", ("cells", "four"))
+        conn = self._variable("cell_nodes", "i4", ("cells", "four"),
+                              (_rows_per_chunk(ncells, NLOC), NLOC))
         conn.setncatts({"cf_role": "volume_node_connectivity",
                         "long_name": "nodes of each tetrahedron (positively oriented)",
                         "start_index": np.int32(0)})
         conn[:, :] = tets
 
-        shape = ds.createVariable("mesh_volume_types", "i1", ("cells",))
-        shape.setncatts({"cf_role": "volume_shape_type",
-                         "long_name": "shape of each volume",
+        # a CF flag variable; the mesh's volume_shape_type attribute names it (no cf_role: UGRID
+        # defines cf_role values for meshes and connectivities only)
+        shape = self._variable("mesh_volume_types", "i1", ("cells",), (_rows_per_chunk(ncells),))
+        shape.setncatts({"long_name": "shape of each volume",
                          "flag_range": np.array([0, 2], dtype=np.int8),
                          "flag_values": np.array([0, 1, 2], dtype=np.int8),
                          "flag_meanings": "tetrahedron wedge hexahedron"})
-        shape[:] = np.zeros(tets.shape[0], dtype=np.int8)
+        shape[:] = np.zeros(ncells, dtype=np.int8)
 
-        time = ds.createVariable("time", "f8", ("time",))
-        time.setncatts({"long_name": "model time since the start of the run", "units": "s",
-                        "axis": "T"})
+        time = self._variable("time", "f8", ("time",), (_rows_per_chunk(0),))
+        time.setncatts({"standard_name": "time", "long_name": "model time",
+                        "units": TIME_UNITS, "calendar": CALENDAR, "axis": "T",
+                        "units_metadata": "leap_seconds: none",
+                        "comment": f"seconds since the start of the run; the case is idealised, "
+                                   f"so the reference date {TIME_REFERENCE} is nominal"})
         for name, (long_name, units) in FIELDS.items():
-            var = ds.createVariable(name, "f8", ("time", "nodes"), fill_value=np.nan,
-                                    chunksizes=(1, coords.shape[0]))
+            var = self._variable(name, "f8", ("time", "nodes"),
+                                 (1, _rows_per_chunk(nnodes)), fill_value=np.nan)
             var.setncatts({"long_name": long_name, "units": units, "mesh": "mesh",
                            "location": "node", "coordinates": "x y z"})
 
-        step = ds.createVariable("step", "i4", ("step",))
+        record = (_rows_per_chunk(0),)
+        step = self._variable("step", "i4", ("step",), record)
         step.long_name = "time-step number (1 = first step)"
-        diag_time = ds.createVariable("diag_time", "f8", ("step",))
-        diag_time.setncatts({"long_name": "model time at the end of the step", "units": "s"})
-        picard = ds.createVariable("picard_change", "f8", ("step", "picard"), fill_value=np.nan)
+        diag_time = self._variable("diag_time", "f8", ("step",), record, fill_value=np.nan)
+        diag_time.setncatts({"standard_name": "time", "long_name": "model time at the end of the "
+                             "step", "units": TIME_UNITS, "calendar": CALENDAR,
+                             "units_metadata": "leap_seconds: none"})
+        picard = self._variable("picard_change", "f8", ("step", "picard"),
+                                (_rows_per_chunk(0, self.picard_iterations),
+                                 self.picard_iterations), fill_value=np.nan)
         picard.setncatts({"long_name": "max-norm velocity change of each Picard iteration "
                                        "(NaN after an early exit)", "units": "m s-1"})
         for name in DIAGNOSTICS:
@@ -206,11 +340,14 @@ class SnapshotWriter:
         if name in self._ds.variables:
             return self._ds.variables[name]
         long_name, units, dtype = DIAGNOSTICS.get(name, (name.replace("_", " "), None, "f8"))
-        fill = np.nan if dtype == "f8" else _FILL_INT
-        var = self._ds.createVariable(name, dtype, ("step",), fill_value=fill)
+        integer = dtype != "f8"
+        var = self._variable(name, dtype, ("step",), (_rows_per_chunk(0),),
+                             fill_value=False if integer else np.nan)
         var.long_name = long_name
         if units is not None:
             var.units = units
+        if integer:
+            var.comment = f"{int(NOT_RECORDED)}: not recorded in this step"
         return var
 
     # ---------------------------------------------------------------------------- writing
@@ -268,7 +405,8 @@ class SnapshotWriter:
             Model time at the end of the step [s].
         diag : mapping
             Scalars by name (:data:`DIAGNOSTICS` gives the known ones; other names get a new
-            float64 variable on ``step`` at first use); ``picard_change``: sequence of at most
+            float64 variable on ``step`` at first use; an int32 one not given is written as
+            :data:`NOT_RECORDED`); ``picard_change``: sequence of at most ``picard_iterations``
             floats (one per Picard iteration done); ``solver_iterations``: optional mapping
             ``{system: count}`` stored as ``solver_iterations_<system>``; ``solver_iterations_*``
             values may be sequences (one count per solve), summed.
@@ -281,13 +419,18 @@ class SnapshotWriter:
         Raises
         ------
         OutputError
-            A non-scalar value, or a write error (names the file).
+            A non-scalar value, more Picard values than the ``picard`` dimension holds, or a
+            write error (names the file).
         """
         diag = dict(diag)
         for system, count in dict(diag.pop("solver_iterations", None) or {}).items():
             diag[f"solver_iterations_{system}"] = count
         picard = diag.pop("picard_change", None)
         picard = np.zeros(0) if picard is None else np.asarray(picard, dtype=REAL).ravel()
+        if picard.size > self.picard_iterations:
+            raise OutputError(f"{self.path}: step {step} has {picard.size} picard_change values; "
+                              f"the file's picard dimension holds {self.picard_iterations} "
+                              "(time.nonlinear_iterations)")
         scalars = {}
         for name, value in diag.items():
             if name.startswith("solver_iterations_") and np.ndim(value) == 1:
@@ -305,6 +448,10 @@ class SnapshotWriter:
                 ds.variables["picard_change"][index, :picard.size] = picard
             for name, value in scalars.items():
                 self._diagnostic_variable(name)[index] = value
+            for name, var in ds.variables.items():     # int32: no fill value, so write them all
+                if (var.dimensions == ("step",) and var.dtype == np.int32 and name != "step"
+                        and name not in scalars):
+                    var[index] = NOT_RECORDED
             ds.sync()
         except (OSError, RuntimeError) as exc:
             raise OutputError(f"{self.path}: cannot write diagnostics of step {step} "
@@ -343,7 +490,8 @@ class SnapshotWriter:
             group = ds.groups["timers"] if "timers" in ds.groups else ds.createGroup("timers")
             if "stage" not in group.dimensions:
                 group.createDimension("stage", None)
-                names = group.createVariable("stage_name", str, ("stage",))
+                names = group.createVariable("stage_name", str, ("stage",),
+                                             chunksizes=(_TIMER_CHUNK,))
                 names.long_name = "timed stage"
             old = len(group.dimensions["stage"])
             names = group.variables["stage_name"]
@@ -355,7 +503,8 @@ class SnapshotWriter:
                 if col in group.variables:
                     var = group.variables[col]
                 else:
-                    var = group.createVariable(col, "f8", ("stage",), fill_value=np.nan)
+                    var = self._variable(col, "f8", ("stage",), (_TIMER_CHUNK,),
+                                         fill_value=np.nan, group=group)
                 for suffix, units in (("_s", "s"), ("_ms", "ms")):
                     if col.endswith(suffix):
                         var.units = units

@@ -451,7 +451,9 @@ def build_solver_kernels(jit, device_jit, rb: int):
         if i < dst.shape[0]:
             dst[i] = src[i]
 
-    return SolverKernels(rb=RB, bsr_spmv=jit(bsr_spmv), smooth=jit(smooth),
+    from dycore.solvers.vector_kernels import build_vector_kernels
+    return SolverKernels(rb=RB, **build_vector_kernels(jit, device_jit, rb),
+                         bsr_spmv=jit(bsr_spmv), smooth=jit(smooth),
                          dense_matvec=jit(dense_matvec), finish=jit(finish),
                          init_residual=jit(init_residual), cg_update_xr=jit(cg_update_xr),
                          cg_update_p=jit(cg_update_p), bi_update_p=jit(bi_update_p),

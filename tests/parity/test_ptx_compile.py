@@ -1,4 +1,4 @@
-"""Every device solver kernel compiles for a real GPU (sm_90, the H100/H200), not just the simulator.
+"""Every device solver and vector kernel compiles for a real GPU (sm_90, the H100/H200), not just the simulator.
 
 The simulator does no type checking, so code can pass there and still fail to compile. NVVM
 (from the ``cuda-toolkit[nvvm]`` wheel of the test extra) compiles to PTX without a GPU; this test
@@ -48,6 +48,14 @@ SCRIPT = textwrap.dedent(r"""
         "block_inverse": (f1, i1, int64, int64, f1),
         "accumulate": (f1, f1, int64),
         "copy": (f1, f1),
+        "axpby": (f1, float64, f1, float64, f1, types.boolean),
+        "x_plus_yz": (f1, f1, f1, f1),
+        "advection_source": (f1, f1, f1, float64, f1),
+        "dirichlet_rows": (f1, i1, i1, types.int64[::1], types.int64[::1], int64, f1),
+        "scatter_fill": (f1, types.int64[::1], float64),
+        "max_abs_diff": (f1, f1, f2),
+        "step_scalars": (f1, f1, f1, f1, f2),
+        "finish_columns": (f2, int64, i1, f1, int64),
     }
     out = {"missing": sorted(set(bodies) - set(sigs)), "kernels": {}}
     install_nvvm_fma_guard()             # the production strict path: renamed copies, fma=0
@@ -69,7 +77,7 @@ def test_solver_kernels_compile_to_sm90_ptx():
     import json
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["missing"] == [], f"kernels without a PTX check: {out['missing']}"
-    assert len(out["kernels"]) == 28
+    assert len(out["kernels"]) == 2 * 22
     for name, k in out["kernels"].items():
         assert not k["local"], f"{name} uses local memory"
         if name.endswith("/strict"):

@@ -82,11 +82,13 @@ def test_renamed_copy_is_a_distinct_function():
 
 
 def test_strict_csr_matvec_is_bitwise_scipy():
-    """Strict mode's sparse products (C u, KMK p, Cᵀ δp) use our SpMV in SciPy's row order:
-    bitwise equal to SciPy on the CPU (cuSPARSE sums in another order, with FMA)."""
+    """The GPU backend's sparse products (C u, KMK p, Cᵀ δp) use our SpMV in SciPy's row order:
+    in strict mode bitwise equal to SciPy on the CPU (cuSPARSE sums in another order, with
+    FMA); ``matvec`` writes into a given array."""
     import scipy.sparse as sp
 
-    from dycore.backend.gpu import GPUBackend, StrictCSR
+    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu_ops import DeviceCSR
 
     rng = np.random.default_rng(3)
     a = sp.random(300, 900, density=0.03, random_state=4, format="csr")
@@ -95,9 +97,12 @@ def test_strict_csr_matvec_is_bitwise_scipy():
     x = rng.standard_normal(900)
     b = GPUBackend(strict=True)
     m = b.csr(a.data, a.indices.astype(np.int32), a.indptr.astype(np.int32), a.shape)
-    assert isinstance(m, StrictCSR)
+    assert isinstance(m, DeviceCSR)
     got = b.to_host(m @ b.to_device(x))
     assert np.array_equal(got, a @ x)
+    out = b.to_device(np.full(300, np.nan))
+    m.matvec(b.to_device(x), out)
+    assert np.array_equal(b.to_host(out), a @ x)
     assert np.array_equal(b.to_host(m.diagonal()), a.diagonal())
-    with pytest.raises(ValueError, match="StrictCSR"):
+    with pytest.raises(ValueError, match="DeviceCSR"):
         m @ b.to_device(np.zeros(10))
