@@ -1,4 +1,4 @@
-"""The ``dycore`` command line: ``dycore run | plot | config | validate``.
+"""The ``dycore`` command line: ``dycore run | plot | export | config | validate | bench``.
 
 Each subcommand is one ``_add_<name>(subparsers)`` function that defines its arguments and sets
 its handler; :data:`_COMMANDS` lists them, so a new subcommand (``validate``, ``bench``) is one
@@ -58,8 +58,10 @@ def _block_size(text: str) -> int:
 def _add_run(subparsers) -> None:
     parser = subparsers.add_parser(
         "run", help="run a simulation from a YAML configuration",
-        description="Run the case of CONFIG and write its netCDF output; print the stage-timer "
-                    "table and the output path at the end. Options override the file.")
+        description="Run the case of CONFIG and write its netCDF output (and, with "
+                    "output.formats: [netcdf, xdmf], an XDMF export for ParaView at the end); "
+                    "print the stage-timer table and the output path at the end. Options "
+                    "override the file.")
     parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
     parser.add_argument("--steps", type=_positive_int, metavar="N",
                         help="stop after N time steps (default: run to time.t_end)")
@@ -72,7 +74,8 @@ def _add_run(subparsers) -> None:
                         help="override backend.solver_mode")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace the output file if it exists (default: refuse)")
+                        help="replace the output file (and its XDMF export) if it exists "
+                             "(default: refuse)")
     parser.set_defaults(handler=_cmd_run)
 
 
@@ -112,14 +115,41 @@ def _run_overrides(args: argparse.Namespace) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from dycore.errors import InstabilityError, OutputError
     from dycore.timestepping.simulation import run_from_config
 
     config = _load_with_t_end(args.config, _run_overrides(args), args.t_end)
-    summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite)
+    xdmf = "xdmf" in config.output.formats
+    if xdmf:                  # refuse an existing export before the run, not after it
+        from dycore.io.xdmf import xdmf_paths
+
+        existing = [str(p) for p in xdmf_paths(config.output_path) if p.exists()]
+        if existing and not args.overwrite:
+            raise OutputError(f"{' and '.join(existing)}: XDMF output exists; pass --overwrite "
+                              "to replace it")
+    try:
+        summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite)
+    except InstabilityError:
+        if xdmf:              # the netCDF file keeps the good snapshots: export those too
+            try:
+                _export_xdmf(config.output_path)
+            except OutputError as exc:
+                _report(str(exc))
+        raise
     print(summary.timers_table)
     print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time")
     print(f"output: {summary.output_path}")
+    if xdmf:
+        _export_xdmf(summary.output_path)
     return EXIT_OK
+
+
+def _export_xdmf(path: Path, out: Path | None = None) -> None:
+    """Export ``path`` as XDMF + HDF5 (replacing an earlier export) and print both names."""
+    from dycore.io.xdmf import export_xdmf
+
+    xdmf = export_xdmf(path, out, overwrite=True)
+    print(f"xdmf: {xdmf} (+ {xdmf.with_suffix('.h5').name})")
 
 
 # ---------------------------------------------------------------------------------- plot
@@ -140,6 +170,34 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from dycore.io.plot import plot_w
 
     print(plot_w(args.file, args.png, z_level=args.z_level))
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------------------- export
+def _add_export(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "export", help="convert an output file for ParaView (XDMF + HDF5)",
+        description="Write every snapshot of FILE as an XDMF time series (FILE's stem + .xdmf, "
+                    "with the arrays in a .h5 file beside it) that ParaView and VTK open: the "
+                    "tetrahedral mesh, the velocity vector u and the scalars w, p, theta_prime, "
+                    "q_v, q_c, q_r, with units in the array names.")
+    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
+    formats = parser.add_mutually_exclusive_group(required=True)
+    formats.add_argument("--xdmf", action="store_true",
+                         help="XDMF 3 + HDF5 time series (ParaView: XDMF Reader)")
+    parser.add_argument("--out", type=Path, metavar="PATH",
+                        help="the .xdmf file to write (default: FILE with suffix .xdmf); the "
+                             "HDF5 data goes beside it with suffix .h5")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing .xdmf / .h5 files (default: refuse)")
+    parser.set_defaults(handler=_cmd_export)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from dycore.io.xdmf import export_xdmf
+
+    xdmf = export_xdmf(args.file, args.out, overwrite=args.overwrite)
+    print(f"xdmf: {xdmf} (+ {xdmf.with_suffix('.h5').name})")
     return EXIT_OK
 
 
@@ -272,7 +330,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------------- main
 #: subcommands, in the order ``dycore --help`` lists them
-_COMMANDS = (_add_run, _add_plot, _add_config, _add_validate, _add_bench)
+_COMMANDS = (_add_run, _add_plot, _add_export, _add_config, _add_validate, _add_bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -284,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  dycore run configs/mountainwave3d_small.yaml --steps 10\n"
                "  dycore plot output/mountainwave3d_small.nc\n"
+               "  dycore export output/mountainwave3d_small.nc --xdmf\n"
                "  dycore config --reference\n"
                "  dycore validate configs/mountainwave3d_small.yaml --steps 5",
         formatter_class=argparse.RawDescriptionHelpFormatter)

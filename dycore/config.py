@@ -9,7 +9,7 @@ defaults live; ``dycore config --reference`` prints them as Markdown)::
     time:     time step, end time, theta-scheme and Picard iteration (DESIGN.md §4)
     solvers:  Krylov method, preconditioner and tolerances per linear system
     backend:  cpu / gpu, host or device solvers, assembly mode, strict floating point
-    output:   netCDF path, snapshot interval, diagnostics cadence, progress bar
+    output:   netCDF path, formats (netCDF, XDMF), snapshot interval, diagnostics, progress
     stability: the speed limit that stops a run which leaves physical bounds
 
 Unknown keys and non-finite numbers (``.inf``, ``.nan``) are rejected at every level.
@@ -294,6 +294,11 @@ class OutputConfig(_Section):
     path: str = _field("output/{case}.nc", unit="-",
                        description="netCDF file; {case} = case name, {config} = config file stem; "
                                    "relative to the working directory")
+    formats: list[Literal["netcdf", "xdmf"]] = _field(
+        lambda: ["netcdf"], unit="-",
+        description="files a run writes: netcdf (always, the primary record) and optionally xdmf "
+                    "(an XDMF + HDF5 time series for ParaView beside the netCDF file, same stem, "
+                    "exported when the run ends, as `dycore export FILE --xdmf` does)")
     output_interval: float = _field(300.0, unit="s", description="model time between snapshots",
                                     gt=0)
     diagnostics_every: int = _field(1, unit="steps",
@@ -312,6 +317,16 @@ class OutputConfig(_Section):
             raise ValueError(f"placeholders only from {{case}}, {{config}}; unknown {{{bad[0]}}}")
         if not value.strip():
             raise ValueError("a non-empty path")
+        return value
+
+    @field_validator("formats")
+    @classmethod
+    def _check_formats(cls, value: list[str]) -> list[str]:
+        if "netcdf" not in value:
+            raise ValueError("a list that contains netcdf (the netCDF file is the run's record; "
+                             "xdmf is exported from it)")
+        if len(set(value)) != len(value):
+            raise ValueError("each format at most once")
         return value
 
 
@@ -569,6 +584,11 @@ def _type_text(field) -> str:
         text = " \\| ".join(f'"{arg}"' for arg in typing.get_args(annotation))
     elif typing.get_origin(annotation) is dict:
         text = "mapping"
+    elif typing.get_origin(annotation) is list:
+        (item,) = typing.get_args(annotation)
+        choices = typing.get_args(item) if typing.get_origin(item) is Literal else ()
+        text = ("list of " + " \\| ".join(f'"{arg}"' for arg in choices) if choices
+                else "list")
     else:
         text = getattr(annotation, "__name__", str(annotation))
     bounds = []
@@ -586,6 +606,8 @@ def _default_text(value: Any) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, dict):
         return "`{}`" if not value else f"`{value}`"
+    if isinstance(value, list):
+        return "`[" + ", ".join(str(item) for item in value) + "]`"
     return f"`{value!r}`"
 
 

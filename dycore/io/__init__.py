@@ -1,11 +1,14 @@
-"""Output: netCDF-4 / UGRID writer (append + sync per record), reader helpers, plots of w.
+"""Output: netCDF-4 / UGRID writer (append + sync per record), reader helpers, plots of w, and
+the XDMF + HDF5 export for ParaView.
 
-``plot_w`` and the section helpers live in :mod:`dycore.io.plot` (imported on first use, so a
-run that only writes files never imports Matplotlib).
+``plot_w`` and the section helpers live in :mod:`dycore.io.plot`, ``export_xdmf`` in
+:mod:`dycore.io.xdmf` (imported on first use, so a run that only writes netCDF never imports
+Matplotlib or meshio).
 """
 from dycore.io.netcdf import DIAGNOSTICS, FIELDS, SnapshotWriter, read_last_snapshot
 
-__all__ = ["SnapshotWriter", "read_last_snapshot", "FIELDS", "DIAGNOSTICS", "plot_w"]
+__all__ = ["SnapshotWriter", "read_last_snapshot", "FIELDS", "DIAGNOSTICS", "plot_w",
+           "export_xdmf"]
 
 
 def __getattr__(name: str):
@@ -13,4 +16,8 @@ def __getattr__(name: str):
         from dycore.io.plot import plot_w
 
         return plot_w
+    if name == "export_xdmf":
+        from dycore.io.xdmf import export_xdmf
+
+        return export_xdmf
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -166,7 +166,8 @@ def test_run_reports_dycore_errors_with_status_1(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
     monkeypatch.setattr(cli, "_run_overrides", lambda args: {})
     import dycore.config
-    monkeypatch.setattr(dycore.config, "load_config", lambda path, overrides=None: object())
+    config = types.SimpleNamespace(output=types.SimpleNamespace(formats=["netcdf"]))
+    monkeypatch.setattr(dycore.config, "load_config", lambda path, overrides=None: config)
     assert cli.main(["run", str(SMALL)]) == 1
     err = capsys.readouterr().err
     assert err == "dycore: error: pressure: no convergence in 500 iterations\n"
@@ -175,7 +176,7 @@ def test_run_reports_dycore_errors_with_status_1(monkeypatch, capsys):
 def test_parser_lists_the_subcommands():
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert list(sub.choices)[:3] == ["run", "plot", "config"]
+    assert list(sub.choices)[:4] == ["run", "plot", "export", "config"]
     assert "bench" in sub.choices          # dycore/bench (validate is added alongside)
 
 

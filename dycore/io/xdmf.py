@@ -1,0 +1,195 @@
+"""XDMF + HDF5 export of a dycore netCDF output, for ParaView and VTK, written through meshio.
+
+ParaView's netCDF UGRID reader handles 2-D meshes only, so the netCDF file (the primary record of a
+run) is converted into an XDMF time series: ``FILE.xdmf`` (XML: the mesh once, then one grid per
+snapshot with its time) and ``FILE.h5`` (the arrays). The two files belong together; the XML
+names the HDF5 file without a folder, so they can be moved together.
+
+Node fields, with their units in the names (ParaView shows the names)::
+
+    u [m s-1]              3-component velocity vector (u, v, w)
+    w [m s-1]              vertical velocity (also as a scalar: colour by it directly)
+    p [m2 s-2]             kinematic perturbation pressure
+    theta_prime [K]        potential-temperature perturbation
+    q_v [kg kg-1], q_c [kg kg-1], q_r [kg kg-1]   moisture tracers
+
+The time of each snapshot is the model time in seconds (the netCDF ``time`` values). Values are
+copied bit for bit (float64). ``meshio`` and ``h5py`` are imported when an export starts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from dycore.dtypes import INDEX, REAL
+from dycore.errors import OutputError
+
+__all__ = ["export_xdmf", "xdmf_paths", "xdmf_field_names", "VECTOR_NAME"]
+
+#: the velocity vector built from the netCDF fields u, v, w
+VECTOR_NAME = "u"
+_VECTOR_COMPONENTS = ("u", "v", "w")
+#: scalar fields exported, in this order (u and v live in the vector only)
+_SCALARS = ("w", "p", "theta_prime", "q_v", "q_c", "q_r")
+
+
+def xdmf_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
+    """The ``.xdmf`` and ``.h5`` files of an export of ``path`` (default: beside it, same stem).
+
+    Raises
+    ------
+    OutputError
+        ``out`` does not end in ``.xdmf``, or one of the files would be ``path`` itself.
+    """
+    path = Path(path)
+    xdmf = path.with_suffix(".xdmf") if out is None else Path(out)
+    if xdmf.suffix.lower() != ".xdmf":
+        raise OutputError(f"{xdmf}: an XDMF export must end in .xdmf (its HDF5 data goes "
+                          f"beside it as {xdmf.stem}.h5)")
+    h5 = xdmf.with_suffix(".h5")
+    if path.resolve() in (xdmf.resolve(), h5.resolve()):
+        raise OutputError(f"{path}: the XDMF export would replace the netCDF file itself; "
+                          "give another --out")
+    return xdmf, h5
+
+
+def xdmf_field_names(units: dict[str, str]) -> dict[str, str]:
+    """XDMF array name of each exported field: ``"<name> [<units>]"`` (``VECTOR_NAME`` for the
+    velocity vector), for the fields whose netCDF ``units`` are given."""
+    names = {}
+    if all(c in units for c in _VECTOR_COMPONENTS):
+        names[VECTOR_NAME] = f"{VECTOR_NAME} [{units['u']}]"
+    for name in _SCALARS:
+        if name in units:
+            names[name] = f"{name} [{units[name]}]"
+    return names
+
+
+def _import_meshio():
+    try:
+        import h5py  # noqa: F401  (meshio's XDMF writer needs it and imports it late)
+        import meshio
+    except ImportError as exc:
+        raise OutputError(f"XDMF export needs the meshio and h5py packages ({exc})") from None
+    return meshio
+
+
+def _time_series_writer(meshio):
+    """meshio's XDMF time-series writer with its HDF5 file beside the XDMF file (meshio 5.3
+    creates it in the working directory)."""
+
+    class Writer(meshio.xdmf.TimeSeriesWriter):
+        def __enter__(self):
+            import h5py
+
+            self.h5_filename = str(self.filename.with_suffix(".h5"))
+            self.h5_file = h5py.File(self.h5_filename, "w")
+            return self
+
+    return Writer
+
+
+def _describe(writer, path: Path, time_units: str) -> None:
+    """Name the time series after the netCDF file and say where the data came from (XDMF
+    ``Information`` elements, which readers that do not use them skip)."""
+    import xml.etree.ElementTree as ET
+
+    writer.collection.set("Name", path.stem)
+    for name, value in (
+            ("source", f"{path.name}: dycore netCDF output, exported by dycore export --xdmf"),
+            ("time", f"model time in s since the start of the run (netCDF time: {time_units})")):
+        info = ET.Element("Information", Name=name, Value=value)
+        writer.domain.insert(0, info)
+
+
+def export_xdmf(path: str | Path, out: str | Path | None = None, *,
+                overwrite: bool = False) -> Path:
+    """Write every snapshot of a dycore netCDF output as an XDMF time series (+ HDF5).
+
+    Parameters
+    ----------
+    path : str or Path
+        netCDF output of ``dycore run`` (a file still being written gives its finished snapshots).
+    out : str or Path, optional
+        The ``.xdmf`` file to write (default: ``path`` with suffix ``.xdmf``); the HDF5 data goes
+        beside it with suffix ``.h5``.
+    overwrite : bool
+        Replace existing ``.xdmf`` / ``.h5`` files (default: refuse).
+
+    Returns
+    -------
+    Path
+        The ``.xdmf`` file (open it in ParaView with the "XDMF Reader" or "Xdmf3 Reader").
+
+    Raises
+    ------
+    OutputError
+        The input cannot be read, is not a dycore output or holds no snapshot; the output exists
+        (without ``overwrite``) or cannot be written; meshio or h5py is missing.
+
+    Examples
+    --------
+    >>> export_xdmf("output/mountainwave3d_small.nc")            # doctest: +SKIP
+    PosixPath('output/mountainwave3d_small.xdmf')
+    """
+    from dycore.io.netcdf import _import_netcdf4
+
+    path = Path(path)
+    xdmf, h5 = xdmf_paths(path, out)
+    existing = [str(p) for p in (xdmf, h5) if p.exists()]
+    if existing and not overwrite:
+        raise OutputError(f"{' and '.join(existing)}: XDMF output exists; pass --overwrite to "
+                          "replace it")
+    netCDF4 = _import_netcdf4()
+    meshio = _import_meshio()
+    try:
+        ds = netCDF4.Dataset(path, "r")
+    except (OSError, RuntimeError) as exc:
+        raise OutputError(f"{path}: cannot open output file ({exc})") from None
+    written = False
+    try:
+        ds.set_auto_mask(False)
+        missing = [n for n in ("x", "y", "z", "cell_nodes", "time") if n not in ds.variables]
+        if missing:
+            raise OutputError(f"{path}: not a dycore output file (no {', '.join(missing)})")
+        times = np.asarray(ds.variables["time"][:], dtype=REAL)
+        if times.size == 0:
+            raise OutputError(f"{path}: the file holds no snapshot yet")
+        points = np.column_stack([np.asarray(ds.variables[c][:], dtype=REAL) for c in "xyz"])
+        conn = ds.variables["cell_nodes"]
+        cells = np.asarray(conn[:, :], dtype=INDEX) - INDEX(getattr(conn, "start_index", 0))
+        units = {n: str(getattr(ds.variables[n], "units", "1"))
+                 for n in _VECTOR_COMPONENTS + _SCALARS if n in ds.variables}
+        names = xdmf_field_names(units)
+        try:
+            xdmf.parent.mkdir(parents=True, exist_ok=True)
+            with _time_series_writer(meshio)(xdmf, data_format="HDF") as writer:
+                written = True
+                _describe(writer, path, str(getattr(ds.variables["time"], "units", "s")))
+                writer.write_points_cells(points, [("tetra", cells)])
+                for k, t in enumerate(times):
+                    data = {}
+                    if VECTOR_NAME in names:
+                        data[names[VECTOR_NAME]] = np.column_stack(
+                            [np.asarray(ds.variables[c][k, :], dtype=REAL)
+                             for c in _VECTOR_COMPONENTS])
+                    for name in _SCALARS:
+                        if name in names:
+                            data[names[name]] = np.asarray(ds.variables[name][k, :], dtype=REAL)
+                    writer.write_data(float(t), point_data=data)
+        except OutputError:
+            raise
+        except Exception as exc:                  # meshio / h5py / OS errors: name the files
+            raise OutputError(f"{xdmf}: cannot write the XDMF export ({type(exc).__name__}: "
+                              f"{exc})") from None
+    except OutputError:
+        if written:                               # no half-written pair left behind
+            for p in (xdmf, h5):
+                p.unlink(missing_ok=True)
+        raise
+    except (OSError, RuntimeError, KeyError, IndexError) as exc:
+        raise OutputError(f"{path}: cannot read output file ({exc})") from None
+    finally:
+        ds.close()
+    return xdmf
