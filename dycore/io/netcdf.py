@@ -14,19 +14,18 @@ File layout (CF-1.8, UGRID-1.0 fully 3-D mesh; docs/output.md describes it for u
     group timers                                    stage-timer table (also JSON and text
                                                     global attributes timers, timers_table)
 
-Every variable but the scalar ``mesh`` has explicit chunks (:func:`_chunks`) and zlib compression
-at :data:`COMPRESSION_LEVEL` with the shuffle filter (the level was chosen by measuring file size
-and write time, docs/output.md). The ``config`` and ``history`` attributes carry no absolute paths
-(:func:`portable_text`). Every :meth:`SnapshotWriter.write_snapshot` and
+Every variable but the scalar ``mesh`` has explicit chunks (:func:`_rows_per_chunk`) and zlib
+compression at :data:`COMPRESSION_LEVEL` with the shuffle filter (the level was chosen by measuring
+file size and write time, docs/output.md). The ``config`` and ``history`` attributes carry no
+absolute paths (:func:`portable_text`). Every :meth:`SnapshotWriter.write_snapshot` and
 :meth:`SnapshotWriter.write_diagnostics` ends with ``sync()``, so a run that is killed keeps every
-record it finished (STYLE.md principle 6). ``netCDF4`` is imported when a file is opened, so
-importing this module needs no netCDF library.
+record it finished. ``netCDF4`` is imported when a file is opened, so importing this module
+needs no netCDF library.
 """
 from __future__ import annotations
 
 import datetime
 import json
-import os
 import re
 import sys
 from pathlib import Path
