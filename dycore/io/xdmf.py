@@ -1,9 +1,9 @@
 """XDMF + HDF5 export of a dycore netCDF output, for ParaView and VTK, written through meshio.
 
 ParaView's netCDF UGRID reader handles 2-D meshes only, so the netCDF file (the primary record of a
-run) is converted into an XDMF time series: ``FILE.xdmf`` (XML: the mesh once, then one grid per
-snapshot with its time) and ``FILE.h5`` (the arrays). The two files belong together; the XML
-names the HDF5 file without a folder, so they can be moved together.
+run) is converted into an XDMF time series: ``FILE.xdmf`` (XML: one grid per snapshot with its
+time; the first holds the mesh, the others include it) and ``FILE.h5`` (the arrays). The two files
+belong together; the XML names the HDF5 file without a folder, so they can be moved together.
 
 Node fields, with their units in the names (ParaView shows the names)::
 
@@ -103,6 +103,24 @@ def _describe(writer, path: Path, time_units: str) -> None:
         writer.domain.insert(0, info)
 
 
+def _mesh_in_first_step(writer) -> None:
+    """Move meshio's separate mesh grid into the first time step (named ``mesh``; the later steps
+    include its topology and geometry by the same XPointer), so that readers show one dataset:
+    VTK's XDMF reader otherwise adds a second block, the mesh with the first step's fields."""
+    grids = [g for g in writer.domain if g.tag == "Grid" and g.get("Name") == writer.mesh_name]
+    steps = list(writer.collection)
+    if len(grids) != 1 or not steps:
+        return
+    mesh, first = grids[0], steps[0]
+    writer.domain.remove(mesh)
+    for child in [c for c in first if c.tag.endswith("}include")]:
+        first.remove(child)
+    for k, child in enumerate(c for c in mesh if c.tag in ("Topology", "Geometry")):
+        first.insert(k, child)
+    first.set("Name", writer.mesh_name)
+    first.set("GridType", "Uniform")
+
+
 def export_xdmf(path: str | Path, out: str | Path | None = None, *,
                 overwrite: bool = False) -> Path:
     """Write every snapshot of a dycore netCDF output as an XDMF time series (+ HDF5).
@@ -178,6 +196,7 @@ def export_xdmf(path: str | Path, out: str | Path | None = None, *,
                         if name in names:
                             data[names[name]] = np.asarray(ds.variables[name][k, :], dtype=REAL)
                     writer.write_data(float(t), point_data=data)
+                _mesh_in_first_step(writer)
         except OutputError:
             raise
         except Exception as exc:                  # meshio / h5py / OS errors: name the files

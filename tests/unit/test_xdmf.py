@@ -88,10 +88,8 @@ def test_export_reads_back_with_vtk_exactly(tmp_path):
     assert list(steps) == times
     for k, t in enumerate(times):
         reader.UpdateTimeStep(t)
-        out = reader.GetOutputDataObject(0)
-        names = [out.GetMetaData(i).Get(out.NAME()) for i in range(out.GetNumberOfBlocks())]
-        assert "run" in names                 # the time series, named after the netCDF file
-        grid = out.GetBlock(names.index("run"))
+        grid = reader.GetOutputDataObject(0)
+        assert grid.GetClassName() == "vtkUnstructuredGrid"    # one dataset, not a multiblock
         assert grid.GetNumberOfPoints() == 5 and grid.GetNumberOfCells() == 2
         assert {grid.GetCellType(i) for i in range(2)} == {10}                 # VTK_TETRA
         np.testing.assert_array_equal(vtk_to_numpy(grid.GetPoints().GetData()), COORDS)
