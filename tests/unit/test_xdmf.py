@@ -175,3 +175,17 @@ def test_unstable_run_still_exports_its_good_snapshots(tmp_path, capsys):
         t, point_data, _ = reader.read_data(4)
     assert t == times[4] == 2000.0
     np.testing.assert_array_equal(point_data["w [m s-1]"], snaps[4]["w [m s-1]"])
+
+
+@pytest.mark.parametrize("formats, message", [
+    ("[xdmf]", "output.formats: expected a list that contains netcdf (the netCDF file is the "
+               "run's record; xdmf is exported from it) (got ['xdmf'])"),
+    ("[netcdf, vtu]", "output.formats.1: expected 'netcdf' or 'xdmf' (got 'vtu')"),
+    ("[netcdf, netcdf]", "output.formats: expected each format at most once"),
+    ("xdmf", "output.formats: expected a valid list (got 'xdmf')"),
+])
+def test_output_formats_are_checked(tmp_path, capsys, formats, message):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"output: {{formats: {formats}}}\n")
+    assert cli.main(["run", str(config)]) == 2
+    assert f"dycore: error: {config}: {message}" in capsys.readouterr().err
