@@ -284,8 +284,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _add_bench(subparsers) -> None:
     parser = subparsers.add_parser(
         "bench", help="time element kernels, assembly, the time step and its scaling",
-        description="Benchmark tables (DESIGN.md section 8): standalone element kernels (GPU, "
-                    "@njit on 1 core and all cores, GB/s against the measured copy bandwidth), "
+        description="Benchmark tables (measured ones: docs/performance.md): standalone element "
+                    "kernels (GPU, @njit on 1 core and all cores, GB/s against the measured copy "
+                    "bandwidth), "
                     "tracer CSR assembly variants, the per-stage time of a step per backend "
                     "variant, and the step at several mesh sizes. GPU columns appear only where "
                     "a GPU is usable.")
