@@ -13,7 +13,7 @@ from dycore.errors import OutputError
 from dycore.io.netcdf import FIELDS, SnapshotWriter
 from dycore.io.xdmf import export_xdmf, xdmf_field_names, xdmf_paths
 
-meshio = pytest.importorskip("meshio")
+import meshio  # noqa: E402  (a project dependency)
 
 COORDS = np.array([[0.0, 0.0, 0.0], [1000.0, 0.0, 0.0], [0.0, 1000.0, 0.0],
                    [0.0, 0.0, 500.0], [1000.0, 1000.0, 500.0]])
@@ -74,7 +74,7 @@ def test_export_reads_back_with_meshio_exactly(tmp_path, capsys):
 
 
 def test_export_reads_back_with_vtk_exactly(tmp_path):
-    vtk_xdmf = pytest.importorskip("vtkmodules.vtkIOXdmf2")
+    import vtkmodules.vtkIOXdmf2 as vtk_xdmf     # the test extra installs vtk
     from vtkmodules.util.numpy_support import vtk_to_numpy
     from vtkmodules.vtkCommonExecutionModel import vtkStreamingDemandDrivenPipeline
 
