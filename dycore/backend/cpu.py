@@ -34,6 +34,10 @@ class CPUVectorOps:
             out[...] = a * x + b * y
 
     @staticmethod
+    def copy(out, x) -> None:
+        out[...] = x
+
+    @staticmethod
     def x_plus_yz(out, x, y, z) -> None:
         out[...] = x + y * z
 

@@ -140,8 +140,16 @@ class GPUBackend:
         """A numba view of a backend array (zero-copy) for kernel arguments.
 
         No stream synchronisation (``sync=False``): CuPy and numba share the backend's stream,
-        so the stream order already puts the producer before the consumer."""
-        return a if self.simulator else cuda.as_cuda_array(a, sync=False)
+        so the stream order already puts the producer before the consumer. Under the simulator
+        the NumPy array is wrapped as a simulated device array over the same memory (a bare
+        NumPy argument would be copied in and written back after the kernel, which breaks
+        in-place kernels whose arguments alias)."""
+        if self.simulator:
+            if isinstance(a, np.ndarray) and a.ndim > 0:
+                from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+                return FakeCUDAArray(a)
+            return a
+        return cuda.as_cuda_array(a, sync=False)
 
     def marker(self):
         return WallMarker() if self.simulator else EventMarker(self.nb_stream)

@@ -42,8 +42,7 @@ class DeviceCSR:
         ops = b.ops
         b.launch(ops.k.bsr_spmv, ops.grid(self.shape[0]), self.indptr, self.indices,
                  self.data, 1, b.nb(x.reshape(-1)), ops.empty, b.nb(out.reshape(-1)), 0,
-                 ops.empty,
-                 ops.no_partial, ops.running)
+                 ops.empty, 0, ops.no_partial, ops.running)
 
     def __matmul__(self, x):
         if x.ndim != 1 or x.shape[0] != self.shape[1]:
@@ -70,8 +69,8 @@ class GPUVectorOps:
         from dycore.backend.gpu_kernels import get_solver_kernels
         self.k = get_solver_kernels(backend.strict, self.rb)
         xp = backend.xp
-        self.empty = backend.nb(xp.zeros(0))
-        self.no_partial = backend.nb(xp.zeros((1, 0)))
+        self.empty = backend.nb(xp.zeros(1))              # dummies for unused arguments
+        self.no_partial = backend.nb(xp.zeros((1, 1)))
         self.running = backend.nb(xp.zeros(16))          # a control array that says "run"
         self._partial = {}
         self._is_max = {key: backend.nb(backend.to_device(np.array(v, np.int32)))
@@ -93,6 +92,10 @@ class GPUVectorOps:
         """out = a·x + b·y (b = 0: a·x; ``div``: a·x + y/b)."""
         self.b.launch(self.k.axpby, self.grid(out.size), self._flat(out), float(a),
                       self._flat(x), float(b), self._flat(y), bool(div))
+
+    def copy(self, out, x) -> None:
+        """out = x."""
+        self.b.launch(self.k.copy, self.grid(out.size), self._flat(x), self._flat(out))
 
     def x_plus_yz(self, out, x, y, z) -> None:
         """out = x + y·z."""

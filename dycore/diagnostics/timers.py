@@ -40,9 +40,23 @@ class StageTimers:
         self._pending: list[tuple[str, object, object]] = []
         self.total_ms: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        self._paused = 0
+
+    @contextmanager
+    def paused(self):
+        """Record nothing inside the block (e.g. while kernels are captured into a CUDA graph,
+        where events would be captured too instead of timing anything)."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
 
     @contextmanager
     def __call__(self, name: str):
+        if self._paused:
+            yield
+            return
         start = self._factory().record()
         try:
             yield

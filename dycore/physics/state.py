@@ -21,6 +21,9 @@ class State:
     theta_prime : (n,) potential-temperature perturbation [K]
     q : dict name -> (n,) moisture tracers [kg/kg]
     t : float — model time [s]
+
+    The stepper writes new values into these arrays in place; rebind them only before the
+    first step (CUDA graphs captured by the stepper read them where they are).
     """
 
     u: object

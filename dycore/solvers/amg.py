@@ -150,7 +150,7 @@ class DeviceVCycle:
             last = step == len(lev["coef"]) - 1
             la.launch(k.smooth, lev["n"], lev["A"].indptr, lev["A"].indices, lev["A"].data,
                       lev["bufs"][0] if x is None else x, b, lev["dinv"], lev["d"], dst,
-                      c1, c2, 1 if x is None else 0,
+                      c1, c2, 1 if x is None else 0, 1 if (last and partial is not None) else 0,
                       partial if (last and partial is not None) else la.no_partial, ctl)
             x = dst
         return x
@@ -198,5 +198,5 @@ class DeviceJacobi:
     def issue(self, r, partial, ctl):
         la, a = self.la, self.a
         la.launch(la.k.smooth, a.nrow, a.indptr, a.indices, a.data, self.z, r, self.dinv,
-                  self.d, self.z, 1.0, 0.0, 1, partial, ctl)
+                  self.d, self.z, 1.0, 0.0, 1, 1, partial, ctl)
         return self.z

@@ -88,6 +88,8 @@ class DeviceSystems:
         #: verify every solve at once (one host sync each); after a verified step, solves are
         #: replayed unchecked and verified together by :meth:`end_step`
         self.check = True
+        #: launch the solves' kernels directly (an enclosing graph is being captured)
+        self.inline = False
         self._indptr = backend.to_device(sparsity.indptr.astype(np.int32))
         self._indices = backend.to_device(sparsity.indices.astype(np.int32))
         self._matrices, self._views = {}, {}
@@ -129,25 +131,33 @@ class DeviceSystems:
         self.check = not ok
         return its, ok
 
+    @property
+    def graph_ready(self) -> bool:
+        """Whether a whole Picard iteration may be captured: every solve has run, verified,
+        and is replayed unchecked."""
+        return not self.check
+
     def _solved(self, solver, slot):
         solver.accumulate(self.stats, 2 * slot)
 
     # -- the three systems ----------------------------------------------------------------------
     def tracer(self, values, rhs, x0=None):
         """Solve the tracer system; values (nnz,), rhs (n,) -> x (n,) (the solver's array)."""
-        x, _ = self.tracer_solver.solve(self._matrix(values, 1), self._view(rhs), self.check)
+        x, _ = self.tracer_solver.solve(self._matrix(values, 1), self._view(rhs), self.check,
+                                        self.inline)
         self._solved(self.tracer_solver, _TRACER)
         return x
 
     def momentum(self, values, rhs, x0=None):
         """Solve big_m δu = rhs; values (nnz,3,3), rhs (n,3) -> δu (n,3)."""
-        x, _ = self.momentum_solver.solve(self._matrix(values, 3), self._view(rhs), self.check)
+        x, _ = self.momentum_solver.solve(self._matrix(values, 3), self._view(rhs), self.check,
+                                          self.inline)
         self._solved(self.momentum_solver, _MOMENTUM)
         return x.reshape(self.n, 3)
 
     def pressure(self, rhs, x0=None):
         """Solve the pinned (CMC + KMK) δp = rhs with CG; rhs (n,) -> δp (n,)."""
-        self.pcg.b_arr[...] = rhs
-        x, _ = self.pcg.solve(self.check)
+        self.la.launch(self.la.k.copy, self.n, self._view(rhs), self.pcg.bv)
+        x, _ = self.pcg.solve(self.check, self.inline)
         self._solved(self.pcg, _PRESSURE)
         return x

@@ -148,9 +148,9 @@ def build_solver_kernels(jit, device_jit, rb: int):
             s //= 2
         cuda.syncthreads()
 
-    def bsr_spmv(indptr, indices, data, bs, x, b, y, mode, w, partial, ctl):
+    def bsr_spmv(indptr, indices, data, bs, x, b, y, mode, w, ndot, partial, ctl):
         """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) over block rows; with
-        ``partial.shape[1] > 0`` also the block partial of w·y."""
+        ``ndot`` also the block partial of w·y (arguments not used may be 1-element dummies)."""
         sh = cuda.shared.array((1, RB), float64)
         if ctl[DONE] != 0.0:
             return
@@ -191,18 +191,18 @@ def build_solver_kernels(jit, device_jit, rb: int):
                 elif mode == 2:
                     s = y[r] + s
                 y[r] = s
-                if partial.shape[1] > 0:
+                if ndot:
                     acc += w[r] * s
-        if partial.shape[1] > 0:
+        if ndot:
             sh[0, t] = acc
             block_sum(sh, 0, t)
             if t == 0:
                 partial[cuda.blockIdx.x, 0] = sh[0, 0]
 
-    def smooth(indptr, indices, data, x, b, dinv, d, x_new, c1, c2, first, partial, ctl):
+    def smooth(indptr, indices, data, x, b, dinv, d, x_new, c1, c2, first, ndot, partial, ctl):
         """One polynomial (Chebyshev / damped-Jacobi) smoothing step on a CSR level:
         d = c1·D⁻¹(b − A x) + c2·d; x_new = x + d (``first``: x = 0, d = c1·D⁻¹b, x_new = d).
-        With ``partial.shape[1] > 0`` also the block partial of b·x_new."""
+        With ``ndot`` also the block partial of b·x_new."""
         sh = cuda.shared.array((1, RB), float64)
         if ctl[DONE] != 0.0:
             return
@@ -222,7 +222,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
             d[i] = di
             x_new[i] = xn
             acc = b[i] * xn
-        if partial.shape[1] > 0:
+        if ndot:
             sh[0, t] = acc
             block_sum(sh, 0, t)
             if t == 0:
@@ -257,8 +257,9 @@ def build_solver_kernels(jit, device_jit, rb: int):
         if t == 0:
             scalar_op(ctl, op, sh[0, 0], sh[1, 0], slot)
 
-    def init_residual(b, x, r, rhat, partial, ctl):
-        """Start of a solve (ignores ctl[DONE]): x = 0, r = b, r̂ = b (when given), partial b·b."""
+    def init_residual(b, x, r, rhat, with_rhat, partial, ctl):
+        """Start of a solve (ignores ctl[DONE]): x = 0, r = b, r̂ = b (``with_rhat``), partial
+        b·b."""
         sh = cuda.shared.array((1, RB), float64)
         i = cuda.grid(1)
         t = cuda.threadIdx.x
@@ -267,7 +268,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
             v = b[i]
             x[i] = 0.0
             r[i] = v
-            if rhat.shape[0] > 0:
+            if with_rhat:
                 rhat[i] = v
             acc = v * v
         sh[0, t] = acc

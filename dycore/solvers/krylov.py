@@ -40,8 +40,9 @@ class DeviceLinalg:
         from dycore.backend.gpu_kernels import get_solver_kernels
         self.b, self.rb = backend, rb
         self.k = get_solver_kernels(backend.strict, rb)
-        self.empty_f = self.nb(backend.xp.zeros(0))
-        self.no_partial = self.nb(backend.xp.zeros((1, 0)))
+        # dummies for arguments a kernel does not use (1 element: no zero-size device arrays)
+        self.empty_f = self.nb(backend.xp.zeros(1))
+        self.no_partial = self.nb(backend.xp.zeros((1, 1)))
 
     def nb(self, a):
         return self.b.nb(a)
@@ -65,7 +66,7 @@ class DeviceLinalg:
         """y = A x / b − A x / y + A x (mode 0/1/2), optionally with block partials of w·y."""
         self.launch(self.k.bsr_spmv, a.nrow, a.indptr, a.indices, a.data, a.bs, x,
                     self.empty_f if b is None else b, y, mode,
-                    self.empty_f if w is None else w,
+                    self.empty_f if w is None else w, 0 if partial is None else 1,
                     self.no_partial if partial is None else partial, ctl)
 
 
@@ -121,7 +122,7 @@ class _Solver:
         self.chunk = 8
         self._graphs = {}
 
-    def _run(self, key, start, iterate, check: bool = True):
+    def _run(self, key, start, iterate, check: bool = True, inline: bool = False):
         """Issue (or replay) start + iterations; with ``check`` read the verdict.
 
         The first call with a given ``key`` launches directly (compiling the kernels) in chunks,
@@ -130,10 +131,15 @@ class _Solver:
         ``more`` (``chunk`` iterations). Later calls replay ``first``; with ``check`` they read
         the verdict (one host sync) and replay ``more`` until the solve is finished, re-capturing
         ``first`` with a larger budget when it fell short. Without ``check`` nothing is read:
-        the caller verifies the solve later through :meth:`accumulate`.
+        the caller verifies the solve later through :meth:`accumulate`. ``inline`` launches the
+        kernels of ``first`` directly instead (while an enclosing graph is being captured).
         """
-        b = self.la.b
         g = self._graphs.get(key)
+        if inline:
+            if g is None:
+                raise RuntimeError(f"{self.label} solve captured before its first run")
+            g[3]()
+            return None
         if g is None:
             start()
             while True:
@@ -144,7 +150,7 @@ class _Solver:
                     break
             self._graphs[key] = self._capture(start, iterate, its)
             return self._verdict(done, its)
-        first, more, budget = g
+        first, more, budget, _ = g
         first.replay()
         if not check:
             return None
@@ -168,7 +174,7 @@ class _Solver:
         def more():
             for _ in range(self.chunk):
                 iterate()
-        return b.capture(first), b.capture(more), budget
+        return b.capture(first), b.capture(more), budget, first
 
     def accumulate(self, stats, slot: int) -> None:
         """Launch stats[slot] += iterations, stats[slot + 1] += (not converged)."""
@@ -224,8 +230,8 @@ class DevicePCG(_Solver):
 
     def _start(self):
         la, k = self.la, self.la.k
-        la.launch(k.init_residual, self.n, self.bv, self.x, self.r, la.empty_f, self.partial,
-                  self.ctl)
+        la.launch(k.init_residual, self.n, self.bv, self.x, self.r, la.empty_f, 0,
+                  self.partial, self.ctl)
         la.finish(self.partial, la.nblocks(self.n), K.OP_INIT, self.ctl)
         z = self._precondition()
         la.finish(self.partial, la.nblocks(self.n), K.OP_CG_RZ0, self.ctl)
@@ -242,7 +248,7 @@ class DevicePCG(_Solver):
         la.finish(self.partial, nb, K.OP_CG_BETA, self.ctl)
         la.launch(k.cg_update_p, self.n, self.p, z, 0, self.ctl)
 
-    def solve(self, check: bool = True):
+    def solve(self, check: bool = True, inline: bool = False):
         """Solve A x = b for b in ``self.b_arr``; returns (x backend array, iterations or None).
 
         The solution array is the solver's own (overwritten by its next solve).
@@ -251,7 +257,7 @@ class DevicePCG(_Solver):
         ------
         SolverDivergedError (with ``check``) when the solve stops unconverged.
         """
-        its = self._run("cg", self._start, self._iterate, check)
+        its = self._run("cg", self._start, self._iterate, check, inline)
         return self.x_arr, its
 
 
@@ -279,7 +285,7 @@ class DeviceBiCGStab(_Solver):
             setattr(self, name, la.zeros(n)[1])
         self.minv = la.zeros(nrow * bs * bs)[1]
 
-    def solve(self, a, rhs, check: bool = True):
+    def solve(self, a, rhs, check: bool = True, inline: bool = False):
         """Solve A x = rhs; a : DeviceMatrix over the assembled values, rhs : numba view.
 
         Returns (x backend array — the solver's own, iterations or None).
@@ -292,7 +298,7 @@ class DeviceBiCGStab(_Solver):
         bs, ctl, part = self.bs, self.ctl, self.partial
 
         def start():
-            la.launch(k.init_residual, n, rhs, self.x, self.r, self.rhat, part, ctl)
+            la.launch(k.init_residual, n, rhs, self.x, self.r, self.rhat, 1, part, ctl)
             la.finish(part, la.nblocks(n), K.OP_INIT, ctl)
             la.launch(k.block_inverse, nrow, a.data, self.diag_pos, bs, self.kind, self.minv)
 
@@ -312,5 +318,5 @@ class DeviceBiCGStab(_Solver):
             la.finish(part, la.nblocks(n), K.OP_BI_R, ctl)
 
         key = (id(a), id(rhs))           # DeviceSystems caches both per buffer
-        its = self._run(key, start, iterate, check)
+        its = self._run(key, start, iterate, check, inline)
         return self.x_arr, its

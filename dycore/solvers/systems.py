@@ -36,6 +36,9 @@ class HostSystems:
         self.pressure_matrix = ops.pressure_host
         self._its = dict.fromkeys(("pressure", "momentum", "tracer"), 0)
 
+    #: host solves are never captured in a graph
+    graph_ready = False
+
     def begin_step(self) -> None:
         """Zero the iteration counts of the step."""
         self._its = dict.fromkeys(self._its, 0)

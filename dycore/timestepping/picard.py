@@ -61,6 +61,7 @@ class PicardStepper:
         self.c, self.cfg, self.timers = coeffs, time_cfg, timers
         self.xp, self.vops = backend.xp, backend.ops
         self._pool = {}
+        self._graphs = {}
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))
         self.scalars = self._work("scalars", (8,))
 
@@ -71,17 +72,8 @@ class PicardStepper:
             self._pool[key] = self.xp.zeros(shape)
         return self._pool[key]
 
-    def _fresh(self, name, like, avoid):
-        """One of three arrays kept for ``name`` that is none of ``avoid`` (the old value and
-        the current iterate stay intact, so a step can be repeated from the old state)."""
-        for k in range(3):
-            a = self._work(f"{name}.{k}", like.shape)
-            if not any(a is v for v in avoid):
-                return a
-        raise RuntimeError(f"no free work array for {name}")   # pragma: no cover
-
     # -- stages ----------------------------------------------------------------------------
-    def advance_tracer(self, name, u_nl, c_old, src, c_ref, kdiag, avoid, matrix=None):
+    def advance_tracer(self, name, u_nl, c_old, src, c_ref, kdiag, matrix=None):
         """Stage 3 for one tracer; returns (c_new, the Dirichlet-applied matrix values)."""
         dt, th = self.cfg.dt, self.cfg.theta
         values, rhs = self.asm.tracer(name, u_nl, c_old, src, self.c.sigma, c_ref, kdiag,
@@ -92,7 +84,7 @@ class PicardStepper:
             matrix = values
         with self.timers(f"solve tracer {name}"):
             dc = self.sys.tracer(matrix, rhs)
-        c_new = self._fresh(name, c_old, (c_old,) + avoid)
+        c_new = self._work(f"new {name}", c_old.shape)
         self.vops.axpby(c_new, 1.0, c_old, dt, dc)              # cⁿ + Δt δc
         return c_new, matrix
 
@@ -111,8 +103,8 @@ class PicardStepper:
         self.vops.axpby(u_star, 1.0, u_old, dt, du)             # uⁿ + Δt δu
         return u_star
 
-    def pressure_projection(self, u_star, p, avoid):
-        """Stages 5–6: returns (u, p_new)."""
+    def pressure_projection(self, u_star, p, u_out, p_out):
+        """Stages 5–6: u_out = u* + M_L⁻¹Cᵀδp, p_out = p + δp/Δt (p_out may be p)."""
         dt, ops, v = self.cfg.dt, self.ops, self.vops
         r = self._work("pressure_rhs", p.shape)
         with self.timers("pressure rhs"):
@@ -126,21 +118,23 @@ class PicardStepper:
         with self.timers("velocity correction"):
             ct_dp = self._work("ct_dp", u_star.shape)
             ops.CT.matvec(dp, ct_dp)
-            u = self._fresh("u", u_star, avoid)
-            v.x_plus_yz(u, u_star, ops.ml_inv_u, ct_dp)         # u* + M_L⁻¹ Cᵀ δp
-            p_new = self._fresh("p", p, avoid)
-            v.axpby(p_new, 1.0, p, dt, dp, div=True)            # p + δp/Δt
-        return u, p_new
+            v.x_plus_yz(u_out, u_star, ops.ml_inv_u, ct_dp)     # u* + M_L⁻¹ Cᵀ δp
+            v.axpby(p_out, 1.0, p, dt, dp, div=True)            # p + δp/Δt
 
     # -- the step ----------------------------------------------------------------------------
     def step(self, state) -> StepInfo:
         """Advance ``state`` in place from t to t + Δt.
 
-        Host traffic: one scalar read per Picard iteration but the last (the early-exit test),
-        one read of the end-of-step scalars (last change, non-finite count, diagnostics) and one
-        of the solver statistics. Device solves replayed without a check are verified there;
-        if one fell short of convergence the step is repeated from the unchanged ``state``
-        with every solve checked.
+        Every iterate lives in work arrays; ``state`` is overwritten (copied into) only once
+        the step has succeeded. Host traffic: one scalar read per Picard iteration but the
+        last (the early-exit test), one read of the end-of-step scalars (last change,
+        non-finite count, diagnostics) and one of the solver statistics. Device solves
+        replayed without a check are verified there; if one fell short of convergence the
+        step is repeated from the unchanged ``state`` with every solve checked.
+
+        With device solvers, once every solve has run and been verified, each Picard
+        iteration is captured into one CUDA graph (assembly, boundary conditions, solves and
+        updates) and replayed in later steps.
 
         Raises
         ------
@@ -152,60 +146,102 @@ class PicardStepper:
             info.iterations, converged = self.sys.end_step()
             if converged:
                 break
+            self._graphs.clear()          # budgets change: capture the iterations afresh
             log.info("t = %g s: a solve replayed without a check stopped short of its tolerance;"
                      " repeating the step with every solve checked", state.t)
         if info.nonfinite:
             raise SolverDivergedError(
                 f"fields became non-finite in the step from t = {state.t:g} s "
                 f"(dt = {self.cfg.dt:g} s); reduce time.dt or check the solver tolerances")
-        state.u, state.p, state.theta_prime, state.q = fields
+        self._commit(state, fields)
         state.t += self.cfg.dt
         return info
 
-    def _picard(self, state):
-        """The Picard loop from ``state`` (left unchanged); returns (StepInfo, new fields)."""
+    def _commit(self, state, fields):
+        """Copy the new fields into the state's own arrays (which stay the same objects, so
+        every captured graph keeps reading the state where it is)."""
+        u, p, th_new, q_new = fields
+        with self.timers("commit fields"):
+            self.vops.copy(state.u, u)
+            self.vops.copy(state.p, p)
+            self.vops.copy(state.theta_prime, th_new)
+            for name in TRACERS:
+                self.vops.copy(state.q[name], q_new[name])
+
+    def _iterate_fields(self, state, k):
+        """(u_it, u_new, p_it, p_new) of Picard iteration k: fixed arrays for each k."""
+        ubuf = [self._work(f"u.{j}", state.u.shape) for j in range(2)]
+        p_new = self._work("p", state.p.shape)
+        u_it = state.u if k == 0 else ubuf[(k - 1) % 2]
+        return u_it, ubuf[k % 2], (state.p if k == 0 else p_new), p_new
+
+    def _iteration(self, state, k):
+        """Picard iteration k from ``state`` (read only) into the work arrays."""
         cfg, c, v = self.cfg, self.c, self.vops
         th, relax = cfg.theta, cfg.relaxation
-        info = StepInfo()
-        u_old, th_old, p_old = state.u, state.theta_prime, state.p
-        q_old = state.q
-        old = (u_old, th_old, p_old) + tuple(q_old.values())
-        u_it, p = u_old, p_old
-        th_new, q_new = th_old, q_old
+        u_old, th_old, q_old = state.u, state.theta_prime, state.q
+        u_it, u_new, p, p_new = self._iterate_fields(state, k)
         u_nl = self._work("u_nl", u_old.shape)
         src = self._work("theta_source", th_old.shape)
         theta_w = self._work("theta_w", th_old.shape)
         share = tuple(c.kappa) == tuple(c.kappa_q)       # θ' and q see the same matrix
-        change_slot = self._CHANGE
+        with self.timers("advecting velocity"):
+            v.axpby(u_nl, relax, u_it, 1.0 - relax, u_old)
+            v.advection_source(src, u_it, u_old, th, c.dtheta_bar_dz)
+        th_new, mat = self.advance_tracer("theta_prime", u_nl, th_old, src, c.zeros, c.kappa)
+        qmat = mat if share else None
+        for name in TRACERS:
+            _, qmat = self.advance_tracer(name, u_nl, q_old[name], c.zeros, c.q_ref[name],
+                                          c.kappa_q, qmat)
+        v.axpby(theta_w, th, th_new, 1.0 - th, th_old)
+        u_star = self.momentum_predictor(u_nl, u_old, theta_w, p)
+        self.pressure_projection(u_star, p, u_new, p_new)
+        v.max_abs_diff(u_new, u_it, self.scalars, self._CHANGE)
+
+    def _run_iteration(self, state, k):
+        """Iteration k: a graph replay once the solves allow it, else direct launches."""
+        if not self.sys.graph_ready:
+            self._graphs.clear()
+            self._iteration(state, k)
+            return
+        g = self._graphs.get(k)
+        if g is None:
+            def issue():
+                # the solves launch their kernels inline; no timer events inside a graph
+                self.sys.inline = True
+                try:
+                    with self.timers.paused():
+                        self._iteration(state, k)
+                finally:
+                    self.sys.inline = False
+            g = self._graphs[k] = self.b.capture(issue)
+        with self.timers("Picard iteration (graph replay)"):
+            g.replay()
+
+    def _picard(self, state):
+        """The Picard loop from ``state`` (left unchanged); returns (StepInfo, new fields)."""
+        cfg = self.cfg
+        info = StepInfo()
+        k_last = cfg.nonlinear_iterations - 1
         for k in range(cfg.nonlinear_iterations):
-            with self.timers("advecting velocity"):
-                v.axpby(u_nl, relax, u_it, 1.0 - relax, u_old)
-                v.advection_source(src, u_it, u_old, th, c.dtheta_bar_dz)
-            th_new, mat = self.advance_tracer("theta_prime", u_nl, th_old, src, c.zeros,
-                                              c.kappa, old)
-            q_new, qmat = {}, (mat if share else None)
-            for name in TRACERS:
-                q_new[name], qmat = self.advance_tracer(name, u_nl, q_old[name], c.zeros,
-                                                        c.q_ref[name], c.kappa_q, old, qmat)
-            v.axpby(theta_w, th, th_new, 1.0 - th, th_old)
-            u_star = self.momentum_predictor(u_nl, u_old, theta_w, p)
-            u, p = self.pressure_projection(u_star, p, old + (u_it,))
-            v.max_abs_diff(u, u_it, self.scalars, change_slot)
-            u_it = u
-            if k == cfg.nonlinear_iterations - 1:
+            self._run_iteration(state, k)
+            if k == k_last:
                 break
-            change = float(self.b.to_host(self.scalars[change_slot:change_slot + 1])[0])
+            change = float(self.b.to_host(self.scalars[self._CHANGE:self._CHANGE + 1])[0])
             info.picard_change.append(change)
             if not change == change or change < cfg.picard_tolerance:   # NaN or converged
-                change_slot = None
+                k_last = -1
                 break
-        div = self._work("divergence", th_old.shape)
-        self.ops.C.matvec(u_it, div)
-        v.step_scalars(u_it, th_new, self.ops.ml, div, self.scalars, self._STEP)
+        _, u, _, p = self._iterate_fields(state, k)
+        th_new = self._work("new theta_prime", state.theta_prime.shape)
+        q_new = {name: self._work(f"new {name}", state.q[name].shape) for name in TRACERS}
+        div = self._work("divergence", state.p.shape)
+        self.ops.C.matvec(u, div)
+        self.vops.step_scalars(u, th_new, self.ops.ml, div, self.scalars, self._STEP)
         host = self.b.to_host(self.scalars)
         info.nonfinite = int(host[3])
         info.diagnostics = dict(zip(SCALAR_NAMES, (float(host[0]), 0.5 * float(host[1]),
                                                    float(host[2]))))
-        if change_slot is not None:
-            info.picard_change.append(float(host[change_slot]))
-        return info, (u_it, p, th_new, q_new)
+        if k_last >= 0:
+            info.picard_change.append(float(host[self._CHANGE]))
+        return info, (u, p, th_new, q_new)

@@ -34,11 +34,11 @@ SCRIPT = textwrap.dedent(r"""
     build_solver_kernels(keep, cuda.jit(device=True), 256)
     f1, i1, f2 = types.float64[::1], types.int32[::1], types.float64[:, ::1]
     sigs = {
-        "bsr_spmv": (i1, i1, f1, int64, f1, f1, f1, int64, f1, f2, f1),
-        "smooth": (i1, i1, f1, f1, f1, f1, f1, f1, float64, float64, int64, f2, f1),
+        "bsr_spmv": (i1, i1, f1, int64, f1, f1, f1, int64, f1, int64, f2, f1),
+        "smooth": (i1, i1, f1, f1, f1, f1, f1, f1, float64, float64, int64, int64, f2, f1),
         "dense_matvec": (f2, f1, f1, f1),
         "finish": (f2, int64, int64, int64, f1),
-        "init_residual": (f1, f1, f1, f1, f2, f1),
+        "init_residual": (f1, f1, f1, f1, int64, f2, f1),
         "cg_update_xr": (f1, f1, f1, f1, f2, f1),
         "cg_update_p": (f1, f1, int64, f1),
         "bi_update_p": (f1, f1, f1, f1, int64, f1, f1),
