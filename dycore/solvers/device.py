@@ -1,4 +1,4 @@
-"""Device-resident linear systems: our own kernels, no cuSPARSE, one host sync per solve.
+"""Device-resident linear systems: our own kernels, no cuSPARSE, no host sync per solve.
 
 - pressure: CG (:class:`DevicePCG`) with the smoothed-aggregation V-cycle of
   :mod:`dycore.solvers.amg` (PyAMG sets the hierarchy up once on the host; the cycle runs as our
@@ -9,9 +9,10 @@
 
 Device mode implements ``cg`` (pressure) and ``bicgstab`` (momentum, tracers); a configured
 ``gmres`` is run as BiCGStab with the same tolerances (logged once), since GMRES's growing Krylov
-basis has no place in a fixed kernel graph. Every work array is allocated here, once per mesh;
-after the first solve of each kind, a solve is a CUDA-graph replay plus one small device→host
-read of the verdict.
+basis has no place in a fixed kernel graph. Every work array is allocated here, once per mesh.
+The first solve of each kind runs with a host check of its verdict every few iterations and
+learns its iteration count; later solves replay a CUDA graph of that many iterations (+20%, +2)
+unchecked, and :meth:`DeviceSystems.end_step` verifies all of a step's solves with one read.
 """
 from __future__ import annotations
 

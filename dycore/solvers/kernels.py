@@ -21,7 +21,8 @@ Conventions
 
 The kernel bodies are plain Python functions, compiled by :func:`build_solver_kernels` through
 the project's one compile path (lto off; strict mode fma=0; the simulator without a GPU). Their
-``@njit`` twins for tests are :mod:`dycore.solvers.kernels_cpu`.
+references in the tests are SciPy (SpMV, CG, BiCGStab), NumPy (reductions, 3×3 inverses) and
+:func:`dycore.solvers.amg.vcycle_reference` (the V-cycle, bitwise).
 """
 from __future__ import annotations
 

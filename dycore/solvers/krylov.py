@@ -202,8 +202,9 @@ class DevicePCG(_Solver):
     Parameters
     ----------
     la : DeviceLinalg; a : DeviceMatrix (bs = 1)
-    precond : object with ``issue(r, z_partial) -> z`` launching z = M⁻¹ r and the partials of
-        r·z into ``z_partial`` (e.g. :class:`dycore.solvers.amg.DeviceVCycle`), or None
+    precond : object with ``issue(r, partial, ctl) -> z`` launching z = M⁻¹ r and the block
+        partials of r·z into ``partial`` (:class:`dycore.solvers.amg.DeviceVCycle`, or
+        :class:`dycore.solvers.amg.DeviceJacobi`, whose D⁻¹ = 1 means no preconditioner)
     cfg : LinearSolverConfig (rtol, atol, max_iterations); ctl_row : (NCTL,) backend array
     """
 
@@ -218,14 +219,8 @@ class DevicePCG(_Solver):
         self.r_arr, self.r = la.zeros(n)
         self.p_arr, self.p = la.zeros(n)
         self.q_arr, self.q = la.zeros(n)
-        self.zid_arr, self.zid = la.zeros(n)          # z without a preconditioner (z = r copy)
 
     def _precondition(self):
-        la, k = self.la, self.la.k
-        if self.m is None:
-            la.launch(k.copy, self.n, self.r, self.zid)
-            la.launch(k.bi_dots_ts, self.n, self.zid, self.r, self.partial, self.ctl)
-            return self.zid
         return self.m.issue(self.r, self.partial, self.ctl)
 
     def _start(self):
