@@ -5,8 +5,8 @@ defaults live; ``dycore config --reference`` prints them as Markdown)::
 
     case:     which test case and overrides of its own parameters
     mesh:     terrain-following mesh size, grading and node numbering
-    physics:  Coriolis parameter, viscosities, diffusivities, KMK stabilisation (DESIGN.md §2-3)
-    time:     time step, end time, theta-scheme and Picard iteration (DESIGN.md §4)
+    physics:  Coriolis parameter, viscosities, diffusivities, KMK stabilisation (docs/equations.md §2-3)
+    time:     time step, end time, theta-scheme and Picard iteration (docs/equations.md §4)
     solvers:  Krylov method, preconditioner and tolerances per linear system
     backend:  cpu / gpu, host or device solvers, assembly mode, strict floating point
     output:   netCDF path, formats (netCDF, XDMF), snapshot interval, diagnostics, progress
@@ -146,7 +146,7 @@ class MeshConfig(_Section):
 
 # ------------------------------------------------------------------------------------ physics
 class PhysicsConfig(_Section):
-    """Physical coefficients of DESIGN.md §2 and the P1-P1 pressure stabilisation of §3."""
+    """Physical coefficients of docs/equations.md §2 and the P1-P1 pressure stabilisation of §3."""
 
     coriolis_f: float = _field(0.0, unit="1/s", description="f-plane Coriolis parameter")
     nu_h: float = _field(5.0, unit="m^2/s", description="horizontal momentum viscosity", ge=0)
@@ -165,7 +165,7 @@ class PhysicsConfig(_Section):
 
 # --------------------------------------------------------------------------------------- time
 class TimeConfig(_Section):
-    """Time stepping: theta-scheme with a Picard iteration per step (DESIGN.md §4)."""
+    """Time stepping: theta-scheme with a Picard iteration per step (docs/equations.md §4)."""
 
     dt: float = _field(10.0, unit="s", description="time step", gt=0)
     t_end: float = _field(3000.0, unit="s", description="end time of the run", gt=0)
@@ -233,7 +233,7 @@ class SolversConfig(_Section):
     """Linear solvers per system; keys left out keep the per-system defaults."""
 
     pressure: LinearSolverConfig = _field(_solver_default("pressure"), unit="-",
-                                          description="(CMC + KMK) dp = r, SPD (DESIGN.md §4.5)")
+                                          description="(CMC + KMK) dp = r, SPD (docs/equations.md §4.5)")
     momentum: LinearSolverConfig = _field(_solver_default("momentum"), unit="-",
                                           description="big_m du = rhs, BCSR 3x3 blocks (§4.4)")
     tracer: LinearSolverConfig = _field(_solver_default("tracer"), unit="-",

@@ -1,4 +1,4 @@
-"""``dycore validate``: the GPU backend against the CPU path on one configuration (DESIGN.md §6–§7).
+"""``dycore validate``: the GPU backend against the CPU path on one configuration (docs/equations.md §6–§7).
 
 Two :class:`~dycore.timestepping.simulation.Simulation` objects are built from the same
 configuration and mesh: one on the CPU (``@njit``, deterministic order) and one on the GPU
@@ -22,7 +22,7 @@ kernels differ). Then
 
 GPU mode: ``backend.assembly`` and ``backend.strict`` are taken from the configuration when the
 file (or an override) sets them; when it does not, validate uses ``deterministic`` assembly and
-``strict = true`` -- the mode in which the GPU must equal the CPU bitwise (DESIGN.md §6).
+``strict = true`` -- the mode in which the GPU must equal the CPU bitwise (docs/equations.md §6).
 
 Tolerance (relative): the check fails when, for some field at some compared time or for some
 kernel output, ``max|Δ| > tolerance · max|CPU value|`` (``max|Δ| > tolerance`` where the CPU

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare an offline GPU machine that already has numba-cuda, CuPy and SciPy (DESIGN.md §7):
+# Prepare an offline GPU machine that already has numba-cuda, CuPy and SciPy (docs/equations.md §7):
 # install the wheels carried in .whl/ (netCDF4, cftime, pydantic, pyamg, ...) without touching
 # the network, and put the project on PYTHONPATH (no dependency resolution). The numpy
 # `row_stack` shim is applied inside the package (dycore/backend/_numpy_compat.py) before the

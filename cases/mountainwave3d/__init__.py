@@ -1,6 +1,6 @@
 """mountainwave3D: stratified flow over an isolated 3-D bell-shaped mountain.
 
-Source: DESIGN.md §2 (equations, background state, boundary conditions) and §5 (the case), from
+Source: docs/equations.md §2 (equations, background state, boundary conditions) and §5 (the case), from
 Li et al., "GPU-accelerated finite-element method for the three-dimensional unstructured mesh
 atmospheric dynamic framework", §5.2, and Li et al. (2021). Physical reference: linear theory of
 flow over an isolated mountain, Smith (1980), Tellus 32, 348-364. See README.md beside this file.
@@ -40,14 +40,14 @@ __all__ = [
 
 NAME = "mountainwave3d"
 
-#: Lateral faces: strong Dirichlet u = u_ref, theta' = 0, q = q_ref (DESIGN.md §2).
+#: Lateral faces: strong Dirichlet u = u_ref, theta' = 0, q = q_ref (docs/equations.md §2).
 DIRICHLET_TAGS = (FaceTag.WEST, FaceTag.EAST, FaceTag.SOUTH, FaceTag.NORTH)
-#: Ground and lid: no normal flow, imposed weakly through the continuity equation (DESIGN.md §2-3).
+#: Ground and lid: no normal flow, imposed weakly through the continuity equation (docs/equations.md §2-3).
 NO_NORMAL_FLOW_TAGS = (FaceTag.GROUND, FaceTag.TOP)
 
 
 class Parameters(BaseModel):
-    """Physical parameters of the mountainwave3D case (DESIGN.md §5).
+    """Physical parameters of the mountainwave3D case (docs/equations.md §5).
 
     Defaults are the paper's values. Lengths in metres; the domain is
     ``[-lx/2, lx/2] x [-ly/2, ly/2] x [h(x, y), lz]`` with the mountain at the origin.
@@ -150,7 +150,7 @@ def terrain(params: Parameters, x, y) -> np.ndarray:
     ndarray, float64, broadcast shape of x and y
         Ground height [m].
 
-    Source: DESIGN.md §5; Smith (1980).
+    Source: docs/equations.md §5; Smith (1980).
     """
     x = np.asarray(x, dtype=REAL)
     y = np.asarray(y, dtype=REAL)
@@ -169,7 +169,7 @@ def build_mesh(params: Parameters, *, nx: int = 48, ny: int = 48, nz: int = 40,
         Supplies lx, ly, lz and the terrain.
     nx, ny, nz : int
         Hexahedral cells per direction (6 tets each). Defaults 48 x 48 x 40 -> 98,441 nodes,
-        552,960 tets, the size of the paper's mesh (DESIGN.md §5).
+        552,960 tets, the size of the paper's mesh (docs/equations.md §5).
     dx_min : float
         Horizontal spacing at the mountain [m] (default 250 m: 4 cells per half-width a;
         grows geometrically to ~3.5 km at the lateral boundaries with the defaults).
@@ -239,7 +239,7 @@ def sponge(params: Parameters, coords) -> np.ndarray:
     ndarray, shape (nnodes,), float64
         sigma [1/s].
 
-    Source: DESIGN.md §5 (profile and layer extents), §2 (the -sigma (u - u_ref) terms).
+    Source: docs/equations.md §5 (profile and layer extents), §2 (the -sigma (u - u_ref) terms).
     """
     c = _coords(coords)
     x, y, z = c[:, 0], c[:, 1], c[:, 2]
@@ -269,7 +269,7 @@ def theta_bar(params: Parameters, z) -> np.ndarray:
     -------
     ndarray, float64, shape of z
 
-    Source: DESIGN.md §2.
+    Source: docs/equations.md §2.
     """
     z = np.asarray(z, dtype=REAL)
     n = params.brunt_vaisala
@@ -279,7 +279,7 @@ def theta_bar(params: Parameters, z) -> np.ndarray:
 def dtheta_bar_dz(params: Parameters, z) -> np.ndarray:
     """Background lapse ``d theta_bar / dz = theta_bar * N^2 / g`` [K/m], shape of z.
 
-    Source: DESIGN.md §2 (the -w d theta_bar/dz source of the theta' equation).
+    Source: docs/equations.md §2 (the -w d theta_bar/dz source of the theta' equation).
     """
     n = params.brunt_vaisala
     return theta_bar(params, z) * (n * n / params.g)
@@ -316,7 +316,7 @@ def reference_state(params: Parameters, coords) -> dict[str, np.ndarray]:
         ``u`` (nnodes, 3) = (u0, 0, 0) [m/s]; ``theta_prime`` (nnodes,) zeros [K];
         ``q_v`` (nnodes,) :func:`q_v_ref` of z [kg/kg]; ``q_c``, ``q_r`` (nnodes,) zeros [kg/kg].
 
-    Source: DESIGN.md §2 (u_ref = (U, 0, 0), q_ref; Dirichlet values on lateral faces).
+    Source: docs/equations.md §2 (u_ref = (U, 0, 0), q_ref; Dirichlet values on lateral faces).
     """
     c = _coords(coords)
     n = c.shape[0]

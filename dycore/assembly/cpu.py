@@ -2,7 +2,7 @@
 
 Thin ``@njit(parallel=True)`` loops around :mod:`dycore.assembly.element_kernels`. Elements are
 processed in chunks (one chunk per ``prange`` iteration) so each thread allocates its scratch
-once. Assembly into CSR/BCSR ``values`` is the deterministic gather of DESIGN.md §6: nonzero k sums
+once. Assembly into CSR/BCSR ``values`` is the deterministic gather of docs/equations.md §6: nonzero k sums
 its element contributions in element order from 0.0 — the same bits as a serial scatter loop,
 independent of the thread count.
 """

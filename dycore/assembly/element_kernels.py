@@ -1,11 +1,11 @@
-"""Per-element physics: the local matrices and vectors of every operator (DESIGN.md §2–§4).
+"""Per-element physics: the local matrices and vectors of every operator (docs/equations.md §2–§4).
 
 These are the ONE source of the assembly arithmetic. Each function takes element-local arrays
 (gathered by a launcher), calls the fem element functions, and fills local outputs. The CPU
 launchers (:mod:`dycore.assembly.cpu`) and the GPU kernels (:mod:`dycore.backend.gpu_kernels`)
 both call them; neither holds arithmetic of its own beyond gather and scatter.
 
-Notation (DESIGN.md §3): M consistent mass ∫NᵢNⱼ; M_L lumped mass (row sums of M); A advection
+Notation (docs/equations.md §3): M consistent mass ∫NᵢNⱼ; M_L lumped mass (row sums of M); A advection
 ∫Nᵢ(u·∇Nⱼ); K diffusion ∫∇Nᵢ·T∇Nⱼ; S sponge ∫σNᵢNⱼ; L = A + K + S.
 
 Scratch arrays are passed in so that nothing allocates (local-kernel contract). A :class:`Scratch`
@@ -40,7 +40,7 @@ NGI = int(QUAD_W.shape[0])
 
 @element_function
 def transport_operator(n, dshape, detwei, u_nl, sigma, tensor, gi_a, vec_gi, m44, l44):
-    """Fill ``l44`` with L = A(u_nl) + K(tensor) + S(σ) (DESIGN.md §3).
+    """Fill ``l44`` with L = A(u_nl) + K(tensor) + S(σ) (docs/equations.md §3).
 
     Parameters
     ----------
@@ -69,7 +69,7 @@ def transport_operator(n, dshape, detwei, u_nl, sigma, tensor, gi_a, vec_gi, m44
 @element_function
 def tracer_element(X, n, weights, u_nl, c_old, src, sigma, c_ref, tensor, dt_theta,
                    dshape, detwei, gi_a, gi_b, vec_gi, m44, l44, mat, rhs):
-    """Tracer system of one element: (M + ΔtθL) δc = −L cⁿ + ∫N(src + σ c_ref) (DESIGN.md §4.3).
+    """Tracer system of one element: (M + ΔtθL) δc = −L cⁿ + ∫N(src + σ c_ref) (docs/equations.md §4.3).
 
     Parameters
     ----------
@@ -109,12 +109,12 @@ def tracer_element(X, n, weights, u_nl, c_old, src, sigma, c_ref, tensor, dt_the
 def momentum_element(X, n, weights, u_nl, u_old, buoy, p, sigma, u_ref0, u_ref1, u_ref2,
                      tensor, f_cor, dt_theta,
                      dshape, detwei, gi_a, gi_b, vec_gi, m44, l44, d344, mat, rhs):
-    """Momentum system of one element in 3×3 blocks (DESIGN.md §2, §4.4).
+    """Momentum system of one element in 3×3 blocks (docs/equations.md §2, §4.4).
 
     big_m = M_L + Δtθ(L ⊗ I₃ + f M ⊗ R), R = [[0,−1,0],[1,0,0],[0,0,0]] (f ẑ×u), and
     rhs = −(L ⊗ I₃ + f M ⊗ R) uⁿ + ∫N b ẑ + ∫N σ u_ref + Cᵀp, with (Cᵀp)ⱼ,d = −Σᵢ ∫∂_dNᵢ Nⱼ pᵢ
     (the element part of the transposed divergence matrix; the no-normal-flow boundary term is
-    omitted, DESIGN.md §3).
+    omitted, docs/equations.md §3).
 
     Parameters
     ----------
@@ -180,7 +180,7 @@ def momentum_element(X, n, weights, u_nl, u_old, buoy, p, sigma, u_ref0, u_ref1,
 
 @element_function
 def divergence_element(X, n, weights, dshape, detwei, d344, mat):
-    """Volume part of the divergence matrix C: Cᵢⱼ,d = −∫∂_dNᵢ Nⱼ (DESIGN.md §3).
+    """Volume part of the divergence matrix C: Cᵢⱼ,d = −∫∂_dNᵢ Nⱼ (docs/equations.md §3).
 
     Parameters
     ----------
@@ -202,7 +202,7 @@ def divergence_element(X, n, weights, dshape, detwei, d344, mat):
 @element_function
 def stabilisation_element(X, weights, dshape, detwei, a6, b6, x6, metric, evals, evecs,
                           hbar, mat):
-    """Pressure-stabilisation element matrix K_e = ½∫∇ψᵀ h̄ ∇ψ (DESIGN.md §3, KMK).
+    """Pressure-stabilisation element matrix K_e = ½∫∇ψᵀ h̄ ∇ψ (docs/equations.md §3, KMK).
 
     h̄ is the element length tensor from :func:`get_edge_lengths` (Jacobi eigensolver).
 

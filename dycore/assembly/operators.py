@@ -1,6 +1,6 @@
 """Mesh-only operators, built once per run: lumped mass, C, CMC, K_p, KMK, Dirichlet positions.
 
-DESIGN.md §3: C_ij,d = −∫∂_dψᵢφⱼ + ∫_Γ ψᵢφⱼn_d on the faces that are NOT no-normal-flow (here the
+docs/equations.md §3: C_ij,d = −∫∂_dψᵢφⱼ + ∫_Γ ψᵢφⱼn_d on the faces that are NOT no-normal-flow (here the
 lateral, Dirichlet faces — the omission on ground and lid is the weak no-normal-flow condition).
 With that boundary term ``C u`` is the weak divergence of the full velocity (Dirichlet values
 included), so the continuity right-hand side ct_rhs is zero. CMC = C M_L⁻¹ Cᵀ with M_L⁻¹ set to
@@ -87,13 +87,13 @@ def _lateral_face_mass(mesh, sparsity, tags) -> np.ndarray:
 
 def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, stabilisation,
                          timers) -> MeshOperators:
-    """Assemble every mesh-only operator once (DESIGN.md §3, §6).
+    """Assemble every mesh-only operator once (docs/equations.md §3, §6).
 
     Parameters
     ----------
     mesh : Mesh; backend : CPU/GPU backend; assembler : that backend's assembler
     sparsity : Sparsity (host arrays); dirichlet_tags : face tags with strong Dirichlet velocity
-    stabilisation : float — scale s of KMK (1 = DESIGN.md's K_e = ½∫∇ψᵀh̄∇ψ)
+    stabilisation : float — scale s of KMK (1 = the K_e = ½∫∇ψᵀh̄∇ψ of docs/equations.md §3)
 
     Raises
     ------

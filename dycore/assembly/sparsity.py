@@ -1,6 +1,6 @@
 """Sparsity patterns, element->nonzero lookup tables and deterministic contribution maps.
 
-Everything here depends only on the mesh and is built once (DESIGN.md §6), vectorised with NumPy /
+Everything here depends only on the mesh and is built once (docs/equations.md §6), vectorised with NumPy /
 SciPy. Patterns are CSR with sorted column indices and the diagonal always present.
 
 - first-order pattern: node i couples to node j when they share an element (P1 matrices, C, BCSR);
@@ -35,7 +35,7 @@ class Sparsity:
     contrib : ndarray, (nele*16,), int64
         Flat indices ``e*16 + i*4 + j`` into an element-matrix array of shape (nele, 4, 4),
         sorted by element within each nonzero, so summing them in this order from 0.0 gives the
-        same bits as a serial scatter loop over elements (deterministic assembly, DESIGN.md §6).
+        same bits as a serial scatter loop over elements (deterministic assembly, docs/equations.md §6).
     row_of : ndarray, (nnz,), int32 — row index of every nonzero (COO rows).
     node_contrib_ptr : ndarray, (n+1,), int64
     node_contrib : ndarray, (nele*4,), int64

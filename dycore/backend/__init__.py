@@ -1,4 +1,4 @@
-"""Backends are values chosen once from the configuration (DESIGN.md §6): ``cpu``, ``gpu``, ``auto``.
+"""Backends are values chosen once from the configuration (docs/equations.md §6): ``cpu``, ``gpu``, ``auto``.
 
 Only :func:`select_backend` imports the GPU module, lazily, so CPU-only machines never touch CUDA.
 """

@@ -73,7 +73,7 @@ class CPUVectorOps:
 
 
 class CPUBackend:
-    """Backend value for the CPU (DESIGN.md §6): owns arrays, launches, clocks.
+    """Backend value for the CPU (docs/equations.md §6): owns arrays, launches, clocks.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """The GPU backend: CuPy arrays in device memory, numba-cuda kernels, device or host solvers.
 
-Everything mesh-sized lives on the device for the whole run (DESIGN.md §6); only scalars and
+Everything mesh-sized lives on the device for the whole run (docs/equations.md §6); only scalars and
 output snapshots come back, except in ``solver_mode="host"``, which copies each assembled system
 to the host for SciPy/PyAMG (the reference paper's GPU+PETSc pipeline, used for validation).
 

@@ -1,4 +1,4 @@
-"""Strict floating point for GPU kernels: no FMA contraction, no LTO (DESIGN.md §6–§7).
+"""Strict floating point for GPU kernels: no FMA contraction, no LTO (docs/equations.md §6–§7).
 
 numba-cuda lets NVVM contract ``a*b + c`` into fused multiply-adds even with ``fastmath=False``;
 CPU ``@njit`` code never does, so the GPU results differ from the CPU by a few ulp. Bitwise

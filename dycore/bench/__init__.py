@@ -1,4 +1,4 @@
-"""``dycore bench``: element-kernel, assembly, step and scaling benchmarks (DESIGN.md §8).
+"""``dycore bench``: element-kernel, assembly, step and scaling benchmarks (docs/equations.md §8).
 
 Modules: :mod:`~dycore.bench.timing` (CUDA-event / wall-clock timing, copy bandwidths),
 :mod:`~dycore.bench.kernels` (standalone element kernels, CPU and GPU launchers, minimum bytes),

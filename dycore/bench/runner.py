@@ -1,4 +1,4 @@
-"""``dycore bench``: kernel, assembly, step and scaling tables (DESIGN.md §8; paper Tables 3–10).
+"""``dycore bench``: kernel, assembly, step and scaling tables (docs/equations.md §8; paper Tables 3–10).
 
 Parts (``--parts``, all by default):
 

@@ -1,4 +1,4 @@
-"""Timing helpers shared by ``dycore bench`` and ``scripts/gpu_check.py`` (DESIGN.md §8).
+"""Timing helpers shared by ``dycore bench`` and ``scripts/gpu_check.py`` (docs/equations.md §8).
 
 GPU work is timed with CUDA events after warm-up calls (JIT compilation and first launch are
 excluded); CPU work with ``time.perf_counter``. Every helper returns the median, the minimum and

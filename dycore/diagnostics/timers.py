@@ -1,4 +1,4 @@
-"""Stage timers: every stage of a run is timed, and the table is part of the output (DESIGN.md §6).
+"""Stage timers: every stage of a run is timed, and the table is part of the output (docs/equations.md §6).
 
 The clock belongs to the backend: on the CPU a marker is ``time.perf_counter``; on the GPU it is
 a CUDA event, so device work is timed on the device without a synchronize per stage (elapsed

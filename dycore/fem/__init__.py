@@ -1,4 +1,4 @@
-"""One source of element math for P1 tetrahedra (DESIGN.md §3, §6).
+"""One source of element math for P1 tetrahedra (docs/equations.md §3, §6).
 
 Quadrature and shape tables are plain Python; everything else is an ``@njit`` element function
 (:func:`dycore.fem._jit.element_function`) on scalars and small local arrays, callable from CPU

@@ -1,7 +1,7 @@
 """The one decorator for element functions: CPU ``@njit`` options that the CUDA target also accepts.
 
 Element functions decorated with :func:`element_function` are compiled for the CPU by numba and,
-when a ``@cuda.jit`` kernel calls them, for the GPU by numba-cuda (DESIGN.md §6). ``error_model=
+when a ``@cuda.jit`` kernel calls them, for the GPU by numba-cuda (docs/equations.md §6). ``error_model=
 "numpy"`` makes a CPU division by zero return inf/nan as on the GPU instead of raising.
 """
 from numba import njit

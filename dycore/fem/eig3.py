@@ -1,4 +1,4 @@
-"""Symmetric 3x3 eigen-decomposition, iterative (Jacobi) and closed form (DESIGN.md §3).
+"""Symmetric 3x3 eigen-decomposition, iterative (Jacobi) and closed form (docs/equations.md §3).
 
 Both solvers return eigenvalues ascending and the matching unit eigenvectors as the COLUMNS of
 ``evecs`` (so ``a = evecs @ diag(evals) @ evecs.T``); the sign of each eigenvector is arbitrary.

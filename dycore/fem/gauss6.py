@@ -1,4 +1,4 @@
-"""Dense 6x6 linear solve by Gaussian elimination with partial pivoting (DESIGN.md §3).
+"""Dense 6x6 linear solve by Gaussian elimination with partial pivoting (docs/equations.md §3).
 
 Used once per element by :func:`~dycore.fem.metric.get_edge_lengths` (the edge-length metric),
 as in Fluidity's ``get_edge_lengths``.  Rows are equilibrated first so that the pivot choice and

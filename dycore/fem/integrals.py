@@ -1,4 +1,4 @@
-"""Element integrals of P1 shape functions on one tetrahedron (DESIGN.md §3; Fluidity names).
+"""Element integrals of P1 shape functions on one tetrahedron (docs/equations.md §3; Fluidity names).
 
 Common arguments: ``n`` (ngi, 4) shape values N_i at the quadrature points
 (``shape_values(quad.bary)``); ``dshape`` (4, 3) physical gradients dN_i/dx_d [1/m] and
@@ -65,7 +65,7 @@ def shape_shape(n, detwei, out):
     """Mass matrix ``out[i,j] = int N_i N_j`` [m^3].
 
     Exact with any rule of degree >= 2: ``vol (1 + delta_ij) / 20``; on the reference
-    tetrahedron (1 + delta_ij) / 120 (DESIGN.md §3).
+    tetrahedron (1 + delta_ij) / 120 (docs/equations.md §3).
 
     Parameters
     ----------
@@ -128,7 +128,7 @@ def dshape_tensor_dshape(dshape, tensor, detwei, out):
     """Anisotropic diffusion matrix ``out[i,j] = int grad N_i . T grad N_j`` [m * unit(T)].
 
     ``T`` is element-constant, so ``out[i,j] = vol * sum_ab dshape[i,a] T[a,b] dshape[j,b]``
-    with ``vol = sum_g detwei[g]`` (Fluidity ``dshape_tensor_dshape``; DESIGN.md §2-3).
+    with ``vol = sum_g detwei[g]`` (Fluidity ``dshape_tensor_dshape``; docs/equations.md §2-3).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Element edge-length metric M and length tensor h-bar of a tetrahedron (DESIGN.md §3).
+"""Element edge-length metric M and length tensor h-bar of a tetrahedron (docs/equations.md §3).
 
 M is the symmetric 3x3 matrix in which all six edges have unit length, e^T M e = 1 (Fluidity's
 ``get_edge_lengths``); h-bar = M^(-1/2) has the principal element lengths as eigenvalues and

@@ -1,4 +1,4 @@
-"""Symmetric quadrature rules on the tetrahedron, in barycentric coordinates (DESIGN.md §3).
+"""Symmetric quadrature rules on the tetrahedron, in barycentric coordinates (docs/equations.md §3).
 
 Weights are for the reference tetrahedron (0,0,0),(1,0,0),(0,1,0),(0,0,1) and sum to its volume
 1/6; ``transform_to_physical`` turns them into ``detwei = |det J| * weights``.
@@ -64,7 +64,7 @@ def _rule_degree3():
 
 
 def _rule_degree4():
-    """11-point rule, degree 4 (Keast 1986, rule 4; DESIGN.md §3)."""
+    """11-point rule, degree 4 (Keast 1986, rule 4; docs/equations.md §3)."""
     c = 0.399403576166799204996
     d = 0.5 - c
     weights = [-74.0 / 5625.0] + [343.0 / 45000.0] * 4 + [56.0 / 2250.0] * 6
@@ -83,7 +83,7 @@ def get_quadrature(degree):
     ----------
     degree : int
         2 (4 points), 3 (5 points, negative centroid weight) or 4 (Keast 11-point rule, negative
-        centroid weight -74/5625) -- see DESIGN.md §3 and Keast, Comput. Methods Appl. Mech.
+        centroid weight -74/5625) -- see docs/equations.md §3 and Keast, Comput. Methods Appl. Mech.
         Eng. 55 (1986) 339-348.
 
     Returns

@@ -1,4 +1,4 @@
-"""P1 (linear Lagrange) shape functions on the tetrahedron (DESIGN.md §3).
+"""P1 (linear Lagrange) shape functions on the tetrahedron (docs/equations.md §3).
 
 Local node i of the reference tetrahedron (0,0,0),(1,0,0),(0,1,0),(0,0,1) has
 N_0 = 1 - xi - eta - zeta, N_1 = xi, N_2 = eta, N_3 = zeta: the shape values are the barycentric

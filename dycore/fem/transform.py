@@ -1,6 +1,6 @@
 """Reference-to-physical map of an affine P1 tetrahedron: det J, J^-1, dshape, detwei.
 
-Follows Fluidity's ``transform_to_physical`` (DESIGN.md §3): for straight-sided P1 elements the
+Follows Fluidity's ``transform_to_physical`` (docs/equations.md §3): for straight-sided P1 elements the
 Jacobian J = dx/dxi is constant, so it is built once and every quadrature point reuses it.
 """
 from dycore.fem._jit import element_function

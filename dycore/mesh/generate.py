@@ -6,7 +6,7 @@ distributions, lifted onto the terrain with the Gal-Chen & Somerville (1975) coo
 Kuhn (Freudenthal) triangulation. Everything is vectorised NumPy; a 48 x 48 x 40 grid
 (552,960 tetrahedra) takes well under a second to a few seconds.
 
-Source: DESIGN.md §5 (the mountainwave3D mesh: 48x48x40 cells -> 98,441 nodes, 552,960 tets,
+Source: docs/equations.md §5 (the mountainwave3D mesh: 48x48x40 cells -> 98,441 nodes, 552,960 tets,
 refined horizontally towards the mountain and vertically towards the ground).
 
 Kuhn split

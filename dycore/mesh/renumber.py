@@ -1,7 +1,7 @@
 """Node / element renumbering: reverse Cuthill-McKee for locality, random shuffling to test it.
 
 Both return a new :class:`~dycore.mesh.mesh.Mesh` through :meth:`Mesh.permuted`, so element
-orientation and the boundary-face list are preserved. Source: DESIGN.md §6 / §8 (memory locality;
+orientation and the boundary-face list are preserved. Source: docs/equations.md §6 / §8 (memory locality;
 MPTRAC paper's "sorting for locality"), SciPy's ``reverse_cuthill_mckee``.
 """
 from __future__ import annotations

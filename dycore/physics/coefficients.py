@@ -1,4 +1,4 @@
-"""Physical coefficients of the Boussinesq system (DESIGN.md §2), as node arrays.
+"""Physical coefficients of the Boussinesq system (docs/equations.md §2), as node arrays.
 
 Momentum  ∂u/∂t + (u·∇)u + f ẑ×u = −∇p + b ẑ + ∇·(ν∇u) − σ(u − u_ref)
 Continuity ∇·u = 0,   buoyancy b = g θ'/θ₀,   θ̄(z) = θ₀ exp(N²z/g)

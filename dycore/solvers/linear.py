@@ -1,6 +1,6 @@
 """Host linear solvers: SciPy Krylov methods with Jacobi / block-Jacobi / ILU, PyAMG for pressure.
 
-DESIGN.md §4: pressure (CMC + KMK) is SPD → CG with smoothed-aggregation AMG, set up once
+docs/equations.md §4: pressure (CMC + KMK) is SPD → CG with smoothed-aggregation AMG, set up once
 (the matrix depends only on the mesh); momentum (BCSR 3×3) and tracers (CSR) are non-symmetric →
 GMRES or BiCGStab. Iteration counts are returned for the diagnostics.
 """

@@ -1,4 +1,4 @@
-"""One time step: the Picard iteration around the θ-scheme (DESIGN.md §4), as named timed stages.
+"""One time step: the Picard iteration around the θ-scheme (docs/equations.md §4), as named timed stages.
 
 For each of ``nonlinear_iterations`` (stopping early when the iterate change < tolerance):
 

@@ -1,4 +1,4 @@
-"""GPU kernels vs the CPU path under numba-cuda's simulator (DESIGN.md §7: no FMA there).
+"""GPU kernels vs the CPU path under numba-cuda's simulator (docs/equations.md §7: no FMA there).
 
 Element arrays must be bitwise equal; deterministic assembly bitwise equal; atomic assembly
 equal to round-off (summation order differs); one whole time step of the small case bitwise

@@ -143,7 +143,7 @@ def test_divergence_mass_and_projection_operators(setup):
     ml_ref = np.bincount(mesh.tets.ravel(), np.repeat(vol / 4, 4), minlength=mesh.nnodes)
     assert np.allclose(ops.ml, ml_ref, rtol=1e-13)
     assert np.isclose(ops.ml.sum(), vol.sum(), rtol=1e-13)
-    # C u = ∫ψ∇·u − ∫_{ground, lid} ψ u·n (the no-normal-flow term is omitted, DESIGN.md §3).
+    # C u = ∫ψ∇·u − ∫_{ground, lid} ψ u·n (the no-normal-flow term is omitted, docs/equations.md §3).
     # For u = (x + 2y, 3z, -y) (∇·u = 1) summing over ψ (partition of unity) gives
     # Σ_i (C u)_i = volume − ∫_{ground, lid} u·n, the face integral exact for linear u.
     x = mesh.coords

@@ -2,7 +2,7 @@
 
 Each thread copies its element's inputs from the kernel arguments into ``cuda.local.array``s,
 calls the SAME ``@njit`` element functions as the CPU path and copies the results out (the
-local-kernel contract of DESIGN.md §6).  Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``,
+local-kernel contract of docs/equations.md §6).  Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``,
 set by tests/conftest.py) there is no FMA, so the results must be bitwise equal to the CPU;
 on a real GPU without the strict floating-point mode FMA contraction makes them differ in the
 last bits, so there the comparison is relative to 1e-10 instead.
