@@ -149,10 +149,23 @@ def build_solver_kernels(jit, device_jit, rb: int):
             s //= 2
         cuda.syncthreads()
 
+    @device_jit
+    def store_partials(sh, t, partial, a0, a1, ncol):
+        """Block sums of a0 (and a1 when ncol == 2) into partial[block, :ncol]."""
+        sh[0, t] = a0
+        sh[1, t] = a1
+        block_sum(sh, 0, t)
+        if ncol == 2:
+            block_sum(sh, 1, t)
+        if t == 0:
+            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+            if ncol == 2:
+                partial[cuda.blockIdx.x, 1] = sh[1, 0]
+
     def bsr_spmv(indptr, indices, data, bs, x, b, y, mode, w, ndot, partial, ctl):
         """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) over block rows; with
         ``ndot`` also the block partial of w·y (arguments not used may be 1-element dummies)."""
-        sh = cuda.shared.array((1, RB), float64)
+        sh = cuda.shared.array((2, RB), float64)
         if ctl[DONE] != 0.0:
             return
         i = cuda.grid(1)
@@ -195,16 +208,13 @@ def build_solver_kernels(jit, device_jit, rb: int):
                 if ndot:
                     acc += w[r] * s
         if ndot:
-            sh[0, t] = acc
-            block_sum(sh, 0, t)
-            if t == 0:
-                partial[cuda.blockIdx.x, 0] = sh[0, 0]
+            store_partials(sh, t, partial, acc, 0.0, 1)
 
     def smooth(indptr, indices, data, x, b, dinv, d, x_new, c1, c2, first, ndot, partial, ctl):
         """One polynomial (Chebyshev / damped-Jacobi) smoothing step on a CSR level:
         d = c1·D⁻¹(b − A x) + c2·d; x_new = x + d (``first``: x = 0, d = c1·D⁻¹b, x_new = d).
         With ``ndot`` also the block partial of b·x_new."""
-        sh = cuda.shared.array((1, RB), float64)
+        sh = cuda.shared.array((2, RB), float64)
         if ctl[DONE] != 0.0:
             return
         i = cuda.grid(1)
@@ -224,10 +234,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
             x_new[i] = xn
             acc = b[i] * xn
         if ndot:
-            sh[0, t] = acc
-            block_sum(sh, 0, t)
-            if t == 0:
-                partial[cuda.blockIdx.x, 0] = sh[0, 0]
+            store_partials(sh, t, partial, acc, 0.0, 1)
 
     def dense_matvec(m, x, y, ctl):
         """y = M x for a small dense (n, n) M (the AMG coarsest level)."""
@@ -261,7 +268,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
     def init_residual(b, x, r, rhat, with_rhat, partial, ctl):
         """Start of a solve (ignores ctl[DONE]): x = 0, r = b, r̂ = b (``with_rhat``), partial
         b·b."""
-        sh = cuda.shared.array((1, RB), float64)
+        sh = cuda.shared.array((2, RB), float64)
         i = cuda.grid(1)
         t = cuda.threadIdx.x
         acc = 0.0
@@ -272,29 +279,27 @@ def build_solver_kernels(jit, device_jit, rb: int):
             if with_rhat:
                 rhat[i] = v
             acc = v * v
-        sh[0, t] = acc
-        block_sum(sh, 0, t)
-        if t == 0:
-            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+        store_partials(sh, t, partial, acc, 0.0, 1)
 
-    def cg_update_xr(x, r, p, q, partial, ctl):
-        """x += alpha p; r −= alpha q; partial r·r."""
-        sh = cuda.shared.array((1, RB), float64)
+    def update_xr(x, r, p, q, coef, rhat, with_rhat, partial, ctl):
+        """x += c p; r −= c q with c = ctl[coef] (CG: alpha, p, Ap; BiCGStab: omega, ŝ, t);
+        partials r·r and, ``with_rhat``, r̂·r."""
+        sh = cuda.shared.array((2, RB), float64)
         if ctl[DONE] != 0.0:
             return
         i = cuda.grid(1)
         t = cuda.threadIdx.x
-        alpha = ctl[ALPHA]
-        acc = 0.0
+        c = ctl[coef]
+        a0 = 0.0
+        a1 = 0.0
         if i < x.shape[0]:
-            x[i] += alpha * p[i]
-            ri = r[i] - alpha * q[i]
+            x[i] += c * p[i]
+            ri = r[i] - c * q[i]
             r[i] = ri
-            acc = ri * ri
-        sh[0, t] = acc
-        block_sum(sh, 0, t)
-        if t == 0:
-            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+            a0 = ri * ri
+            if with_rhat:
+                a1 = rhat[i] * ri
+        store_partials(sh, t, partial, a0, a1, 2)
 
     def cg_update_p(p, z, first, ctl):
         """p = z (first) or p = z + beta p."""
@@ -335,7 +340,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
 
     def bi_update_s(r, v, x, phat, minv, bs, shat, partial, ctl):
         """s = r − alpha v (in r); x += alpha p̂; ŝ = M⁻¹ s; partial s·s."""
-        sh = cuda.shared.array((1, RB), float64)
+        sh = cuda.shared.array((2, RB), float64)
         if ctl[DONE] != 0.0:
             return
         i = cuda.grid(1)
@@ -350,10 +355,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
                 x[k] += alpha * phat[k]
                 acc += s * s
             block_apply_d(minv, bs, r, shat, i)
-        sh[0, t] = acc
-        block_sum(sh, 0, t)
-        if t == 0:
-            partial[cuda.blockIdx.x, 0] = sh[0, 0]
+        store_partials(sh, t, partial, acc, 0.0, 1)
 
     def bi_dots_ts(tv, s, partial, ctl):
         """partials t·s and t·t."""
@@ -367,37 +369,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
         if i < tv.shape[0]:
             a0 = tv[i] * s[i]
             a1 = tv[i] * tv[i]
-        sh[0, t] = a0
-        sh[1, t] = a1
-        block_sum(sh, 0, t)
-        block_sum(sh, 1, t)
-        if t == 0:
-            partial[cuda.blockIdx.x, 0] = sh[0, 0]
-            partial[cuda.blockIdx.x, 1] = sh[1, 0]
-
-    def bi_update_xr(x, r, shat, tv, rhat, partial, ctl):
-        """x += omega ŝ; r = s − omega t; partials r·r and r̂·r."""
-        sh = cuda.shared.array((2, RB), float64)
-        if ctl[DONE] != 0.0:
-            return
-        i = cuda.grid(1)
-        t = cuda.threadIdx.x
-        omega = ctl[OMEGA]
-        a0 = 0.0
-        a1 = 0.0
-        if i < x.shape[0]:
-            x[i] += omega * shat[i]
-            ri = r[i] - omega * tv[i]
-            r[i] = ri
-            a0 = ri * ri
-            a1 = rhat[i] * ri
-        sh[0, t] = a0
-        sh[1, t] = a1
-        block_sum(sh, 0, t)
-        block_sum(sh, 1, t)
-        if t == 0:
-            partial[cuda.blockIdx.x, 0] = sh[0, 0]
-            partial[cuda.blockIdx.x, 1] = sh[1, 0]
+        store_partials(sh, t, partial, a0, a1, 2)
 
     def block_inverse(values, diag_pos, bs, kind, minv):
         """minv[i] = inverse of the diagonal block i (kind 2), of its diagonal (kind 1), or the
@@ -457,10 +429,10 @@ def build_solver_kernels(jit, device_jit, rb: int):
     return SolverKernels(rb=RB, **build_vector_kernels(jit, device_jit, rb),
                          bsr_spmv=jit(bsr_spmv), smooth=jit(smooth),
                          dense_matvec=jit(dense_matvec), finish=jit(finish),
-                         init_residual=jit(init_residual), cg_update_xr=jit(cg_update_xr),
+                         init_residual=jit(init_residual), update_xr=jit(update_xr),
                          cg_update_p=jit(cg_update_p), bi_update_p=jit(bi_update_p),
                          bi_update_s=jit(bi_update_s), bi_dots_ts=jit(bi_dots_ts),
-                         bi_update_xr=jit(bi_update_xr), block_inverse=jit(block_inverse),
+                         block_inverse=jit(block_inverse),
                          accumulate=jit(accumulate), copy=jit(copy))
 
 

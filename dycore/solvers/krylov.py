@@ -236,8 +236,8 @@ class DevicePCG(_Solver):
         la, k, nb = self.la, self.la.k, self.la.nblocks(self.n)
         la.spmv(self.a, self.p, self.q, w=self.p, partial=self.partial, ctl=self.ctl)
         la.finish(self.partial, nb, K.OP_CG_ALPHA, self.ctl)
-        la.launch(k.cg_update_xr, self.n, self.x, self.r, self.p, self.q, self.partial,
-                  self.ctl)
+        la.launch(k.update_xr, self.n, self.x, self.r, self.p, self.q, K.ALPHA, la.empty_f, 0,
+                  self.partial, self.ctl)
         la.finish(self.partial, nb, K.OP_CHECK, self.ctl)
         z = self._precondition()
         la.finish(self.partial, nb, K.OP_CG_BETA, self.ctl)
@@ -308,8 +308,8 @@ class DeviceBiCGStab(_Solver):
             la.spmv(a, self.shat, self.t, ctl=ctl)
             la.launch(k.bi_dots_ts, n, self.t, self.r, part, ctl)
             la.finish(part, la.nblocks(n), K.OP_BI_OMEGA, ctl)
-            la.launch(k.bi_update_xr, n, self.x, self.r, self.shat, self.t, self.rhat, part,
-                      ctl)
+            la.launch(k.update_xr, n, self.x, self.r, self.shat, self.t, K.OMEGA, self.rhat, 1,
+                      part, ctl)
             la.finish(part, la.nblocks(n), K.OP_BI_R, ctl)
 
         key = (id(a), id(rhs))           # DeviceSystems caches both per buffer
