@@ -38,6 +38,10 @@ class CPUVectorOps:
         out[...] = x
 
     @staticmethod
+    def multiply(out, x, y) -> None:
+        out[...] = x * y
+
+    @staticmethod
     def x_plus_yz(out, x, y, z) -> None:
         out[...] = x + y * z
 

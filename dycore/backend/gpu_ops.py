@@ -97,6 +97,11 @@ class GPUVectorOps:
         """out = x."""
         self.b.launch(self.k.copy, self.grid(out.size), self._flat(x), self._flat(out))
 
+    def multiply(self, out, x, y) -> None:
+        """out = x·y (elementwise)."""
+        self.b.launch(self.k.multiply, self.grid(out.size), self._flat(out), self._flat(x),
+                      self._flat(y))
+
     def x_plus_yz(self, out, x, y, z) -> None:
         """out = x + y·z."""
         self.b.launch(self.k.x_plus_yz, self.grid(out.size), self._flat(out), self._flat(x),

@@ -7,6 +7,7 @@ order), so a strict (fma=0) build gives the CPU's bits:
 =======================  ==================================================================
 axpby                    out = a·x + b·y   (b = 0: out = a·x;  ``div``: out = a·x + y/b)
 x_plus_yz                out = x + y·z
+multiply                 out = x·y
 advection_source         src = −(θ·w + (1 − θ)·wⁿ)·dθ̄/dz        (w: column 2 of (n,3) fields)
 dirichlet_rows           rows of Dirichlet nodes: zero blocks, identity diagonal, zero rhs
 scatter_fill             a[idx] = value
@@ -64,6 +65,11 @@ def build_vector_kernels(jit, device_jit, rb: int) -> dict:
         i = cuda.grid(1)
         if i < out.shape[0]:
             out[i] = x[i] + y[i] * z[i]
+
+    def multiply(out, x, y):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = x[i] * y[i]
 
     def advection_source(src, u_it, u_old, th, dtb):
         i = cuda.grid(1)
@@ -147,7 +153,7 @@ def build_vector_kernels(jit, device_jit, rb: int) -> dict:
             if t == 0:
                 out[slot + c] = sh[c, 0]
 
-    names = ("axpby", "x_plus_yz", "advection_source", "dirichlet_rows", "scatter_fill",
+    names = ("axpby", "x_plus_yz", "multiply", "advection_source", "dirichlet_rows", "scatter_fill",
              "max_abs_diff", "step_scalars", "finish_columns")
     local = locals()
     return {name: jit(local[name]) for name in names}

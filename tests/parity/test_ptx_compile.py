@@ -49,6 +49,7 @@ SCRIPT = textwrap.dedent(r"""
         "copy": (f1, f1),
         "axpby": (f1, float64, f1, float64, f1, types.boolean),
         "x_plus_yz": (f1, f1, f1, f1),
+        "multiply": (f1, f1, f1),
         "advection_source": (f1, f1, f1, float64, f1),
         "dirichlet_rows": (f1, i1, i1, types.int64[::1], types.int64[::1], int64, f1),
         "scatter_fill": (f1, types.int64[::1], float64),
@@ -76,7 +77,7 @@ def test_solver_kernels_compile_to_sm90_ptx():
     import json
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["missing"] == [], f"kernels without a PTX check: {out['missing']}"
-    assert len(out["kernels"]) == 2 * 21
+    assert len(out["kernels"]) == 2 * 22
     for name, k in out["kernels"].items():
         assert not k["local"], f"{name} uses local memory"
         if name.endswith("/strict"):

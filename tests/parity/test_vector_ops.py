@@ -47,6 +47,8 @@ def test_x_plus_yz_and_advection_source_are_bitwise_numpy(gpu):
     x, y, z = _rng(2).standard_normal((3, N, 3))
     cpu, dev = _both("x_plus_yz", gpu, x, y, z, out_shape=(N, 3))
     assert np.array_equal(cpu, dev) and np.array_equal(cpu, x + y * z)
+    cpu, dev = _both("multiply", gpu, x, y, out_shape=(N, 3))
+    assert np.array_equal(cpu, dev) and np.array_equal(cpu, x * y)
     dtb = _rng(3).uniform(1e-4, 1e-2, N)
     cpu, dev = _both("advection_source", gpu, x, y, 0.5, dtb, out_shape=N)
     assert np.array_equal(cpu, dev)
