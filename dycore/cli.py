@@ -76,7 +76,29 @@ def _add_run(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the output file (and its XDMF export) if it exists "
                              "(default: refuse)")
+    parser.add_argument("--restart", type=_restart_arg, metavar="FILE[@TIME]",
+                        help="continue the run from a snapshot of FILE (output of an earlier or "
+                             "killed run with the same configuration; only time.t_end and "
+                             "output.* may differ): the snapshot nearest TIME [s] within "
+                             "time.dt / 2, default the last complete one. Appends to FILE when "
+                             "the output path is FILE; --output NEW writes a new file instead")
     parser.set_defaults(handler=_cmd_run)
+
+
+def _restart_arg(text: str) -> tuple[Path, float | None]:
+    """``FILE[@TIME]`` of ``--restart``: (FILE, TIME or None). A suffix after the last ``@``
+    that is not a number belongs to the file name."""
+    head, sep, tail = text.rpartition("@")
+    if sep and head:
+        try:
+            value = float(tail)
+        except ValueError:
+            return Path(text), None
+        if not (math.isfinite(value) and value >= 0):
+            raise argparse.ArgumentTypeError(
+                f"expected FILE@TIME with a finite TIME >= 0 [s], got {text!r}")
+        return Path(head), value
+    return Path(text), None
 
 
 def _load_with_t_end(path: Path, overrides: dict, t_end: float | None):
@@ -119,16 +141,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dycore.timestepping.simulation import run_from_config
 
     config = _load_with_t_end(args.config, _run_overrides(args), args.t_end)
+    restart, restart_at = args.restart if args.restart is not None else (None, None)
+    appending = False
+    if restart is not None:
+        from dycore.timestepping.simulation import _same_file
+
+        appending = _same_file(config.output_path, restart)
+        if not appending and args.output is None:
+            raise ConfigError(
+                f"--restart {restart}: output.path of {args.config} is {config.output_path}, not "
+                f"the restart file; pass --output {restart} to append to it, or --output "
+                f"{config.output_path} to start a new file")
     xdmf = "xdmf" in config.output.formats
     if xdmf:                  # refuse an existing export before the run, not after it
         from dycore.io.xdmf import xdmf_paths
 
         existing = [str(p) for p in xdmf_paths(config.output_path) if p.exists()]
-        if existing and not args.overwrite:
+        if existing and not args.overwrite and not appending:
             raise OutputError(f"{' and '.join(existing)}: XDMF output exists; pass --overwrite "
                               "to replace it")
     try:
-        summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite)
+        more = {} if restart is None else {"restart": restart, "restart_at": restart_at}
+        summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite, **more)
     except InstabilityError:
         if xdmf:              # the netCDF file keeps the good snapshots: export those too
             try:

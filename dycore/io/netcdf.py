@@ -8,6 +8,7 @@ File layout (CF-1.8, UGRID-1.0 fully 3-D mesh; docs/output.md describes it for u
     cell_nodes (cells, four)   tetrahedron -> node connectivity, 0-based, int32
     mesh_volume_types (cells)  UGRID volume shape flags (0 = tetrahedron)
     time (time)                seconds since TIME_REFERENCE (a nominal date: t = 0 is the start)
+    snapshot_step (time)       time-step number of each snapshot (read by dycore run --restart)
     u v w p theta_prime q_v q_c q_r (time, nodes)   node fields, float64
     step, diag_time, max_abs_w, ... (step)          per-step diagnostics (int32 ones unmasked)
     picard_change (step, picard)                    max-norm change per Picard iteration, NaN-padded
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from dataclasses import dataclass
 import re
 import sys
 from pathlib import Path
@@ -36,7 +38,7 @@ import numpy as np
 from dycore.dtypes import INDEX, NLOC, REAL
 from dycore.errors import OutputError
 
-__all__ = ["SnapshotWriter", "read_last_snapshot", "FIELDS", "DIAGNOSTICS", "TIME_UNITS",
+__all__ = ["SnapshotWriter", "read_last_snapshot", "read_restart", "RestartPoint", "FIELDS", "DIAGNOSTICS", "TIME_UNITS",
            "CALENDAR", "COMPRESSION_LEVEL", "NOT_RECORDED", "portable_text"]
 
 #: node fields of a snapshot: name -> (long_name, units)
@@ -315,6 +317,11 @@ class SnapshotWriter:
                         "units_metadata": "leap_seconds: none",
                         "comment": f"seconds since the start of the run; the case is idealised, "
                                    f"so the reference date {TIME_REFERENCE} is nominal"})
+        snap_step = self._variable("snapshot_step", "i4", ("time",), (_rows_per_chunk(0),))
+        snap_step.setncatts({"long_name": "time-step number of the snapshot (0 = initial state)",
+                             "units": "1",
+                             "comment": f"{int(NOT_RECORDED)}: not recorded; dycore run "
+                                        "--restart reads it to continue the step count"})
         for name, (long_name, units) in FIELDS.items():
             var = self._variable(name, "f8", ("time", "nodes"),
                                  (1, _rows_per_chunk(nnodes)), fill_value=np.nan)
@@ -351,7 +358,8 @@ class SnapshotWriter:
         return var
 
     # ---------------------------------------------------------------------------- writing
-    def write_snapshot(self, t: float, fields: Mapping[str, np.ndarray]) -> int:
+    def write_snapshot(self, t: float, fields: Mapping[str, np.ndarray],
+                       step: int | None = None) -> int:
         """Append one time record and flush it to disk.
 
         Parameters
@@ -360,6 +368,9 @@ class SnapshotWriter:
             Model time [s].
         fields : mapping of str to ndarray (nnodes,)
             Host arrays named as in :data:`FIELDS`; fields left out stay NaN in this record.
+        step : int, optional
+            Time-step number of the snapshot (``snapshot_step``; 0 = initial state); default
+            :data:`NOT_RECORDED`.
 
         Returns
         -------
@@ -386,6 +397,8 @@ class SnapshotWriter:
         try:
             ds = self._dataset()
             ds.variables["time"][index] = float(t)
+            if "snapshot_step" in ds.variables:
+                ds.variables["snapshot_step"][index] = NOT_RECORDED if step is None else int(step)
             for name, values in arrays.items():
                 ds.variables[name][index, :] = values
             ds.sync()
@@ -542,11 +555,192 @@ class SnapshotWriter:
             except (OSError, RuntimeError) as exc:
                 raise OutputError(f"{self.path}: cannot close output file ({exc})") from None
 
+    @classmethod
+    def append(cls, path: str | Path, *, keep_snapshots: int, keep_steps_upto: int,
+               config_yaml: str, version: str) -> "SnapshotWriter":
+        """Open an existing file written by this class to continue it (``dycore run --restart``).
+
+        Time records from index ``keep_snapshots`` on and step records whose ``step`` exceeds
+        ``keep_steps_upto`` are blanked (time, fields and float diagnostics NaN, integers
+        :data:`NOT_RECORDED`); the next :meth:`write_snapshot` / :meth:`write_diagnostics` write
+        over them (netCDF cannot shorten an unlimited dimension). The ``config`` attribute is
+        replaced by ``config_yaml`` and a line is added to ``history``.
+
+        Raises
+        ------
+        OutputError
+            The file cannot be opened for writing or is not a dycore output file.
+        """
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        self._ds = None
+        self._compression = {"compression": "zlib", "complevel": COMPRESSION_LEVEL,
+                             "shuffle": True}
+        netCDF4 = _import_netcdf4()
+        try:
+            self._ds = netCDF4.Dataset(self.path, "a")
+        except (OSError, RuntimeError) as exc:
+            raise OutputError(f"{self.path}: cannot open output file to append to it "
+                              f"({exc})") from None
+        try:
+            ds = self._ds
+            ds.set_auto_mask(False)
+            missing = [n for n in ("time", "step", "nodes", "picard") if n not in ds.dimensions]
+            if missing:
+                raise OutputError(f"{self.path}: not a dycore output file (no dimension "
+                                  f"{', '.join(missing)})")
+            self.nnodes = len(ds.dimensions["nodes"])
+            self.picard_iterations = len(ds.dimensions["picard"])
+            n_time = len(ds.dimensions["time"])
+            self._n_time = min(int(keep_snapshots), n_time)
+            for index in range(self._n_time, n_time):
+                for name, var in ds.variables.items():
+                    if var.dimensions[:1] == ("time",):
+                        var[index, ...] = NOT_RECORDED if var.dtype == np.int32 else np.nan
+            steps = np.asarray(ds.variables["step"][:]) if "step" in ds.variables else []
+            self._n_step = 0
+            while (self._n_step < len(steps)
+                   and 1 <= steps[self._n_step] <= keep_steps_upto):
+                self._n_step += 1
+            for index in range(self._n_step, len(steps)):
+                for name, var in ds.variables.items():
+                    if var.dimensions[:1] == ("step",):
+                        var[index, ...] = NOT_RECORDED if var.dtype == np.int32 else np.nan
+            now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            ds.setncattr("config", portable_text(config_yaml))
+            history = getattr(ds, "history", "")
+            ds.setncattr("history", f"{history}\n{now}: continued by dycore {version}: "
+                                    f"{_command_line()}".lstrip("\n"))
+            ds.sync()
+        except (OSError, RuntimeError, KeyError, IndexError) as exc:
+            self._ds.close()
+            raise OutputError(f"{self.path}: cannot append to output file ({exc})") from None
+        except OutputError:
+            self._ds.close()
+            raise
+        return self
+
     def __enter__(self) -> "SnapshotWriter":
         return self
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+@dataclass
+class RestartPoint:
+    """One complete snapshot of an output file to continue a run from (:func:`read_restart`).
+
+    Attributes
+    ----------
+    path : Path; index : int (time record); t : float (model time [s], as stored)
+    step : int (time-step number: ``snapshot_step``, else round(t / dt) for files without it)
+    fields : dict of str to ndarray (nnodes,) float64 (every name of :data:`FIELDS`)
+    coords : ndarray (nnodes, 3); cell_nodes : ndarray (nele, 4) 0-based
+    config_yaml : str (the file's ``config`` attribute)
+    later : int (time records after ``index`` that hold a time: discarded when appending)
+    """
+
+    path: Path
+    index: int
+    t: float
+    step: int
+    fields: dict
+    coords: np.ndarray
+    cell_nodes: np.ndarray
+    config_yaml: str
+    later: int
+
+
+def _times_text(times: np.ndarray, limit: int = 8) -> str:
+    shown = [f"{t:g}" for t in times[:limit // 2]]
+    if len(times) > limit:
+        shown.append("...")
+        shown += [f"{t:g}" for t in times[-(limit // 2):]]
+    else:
+        shown = [f"{t:g}" for t in times]
+    return ", ".join(shown) + " s"
+
+
+def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> RestartPoint:
+    """The snapshot of ``path`` to restart from: the last complete one, or the one at ``at``.
+
+    A snapshot is complete when its time is finite and every field of :data:`FIELDS` is finite
+    (a run killed while writing a record leaves NaN, the variables' fill value). ``at`` selects
+    the snapshot whose stored time is nearest to it, within ``dt / 2``.
+
+    Raises
+    ------
+    OutputError
+        The file cannot be read, is not a dycore output file, or holds no complete snapshot
+        (or the one at ``at`` is incomplete).
+    ConfigError
+        No snapshot lies within ``dt / 2`` of ``at`` (names the file's snapshot times).
+    """
+    from dycore.errors import ConfigError
+
+    path = Path(path)
+    netCDF4 = _import_netcdf4()
+    try:
+        ds = netCDF4.Dataset(path, "r")
+    except (OSError, RuntimeError) as exc:
+        raise OutputError(f"{path}: cannot open restart file ({exc})") from None
+    try:
+        ds.set_auto_mask(False)
+        missing = [n for n in ("x", "y", "z", "cell_nodes", "time", *FIELDS)
+                   if n not in ds.variables]
+        if missing or "config" not in ds.ncattrs():
+            what = ", ".join(missing + ([] if "config" in ds.ncattrs() else ["config attribute"]))
+            raise OutputError(f"{path}: not a dycore output file (no {what}); cannot restart "
+                              "from it")
+        times = np.asarray(ds.variables["time"][:], dtype=REAL)
+        valid = np.flatnonzero(np.isfinite(times))
+
+        def complete(i: int) -> dict | None:
+            values = {n: np.asarray(ds.variables[n][i, :], dtype=REAL) for n in FIELDS}
+            return values if all(np.isfinite(v).all() for v in values.values()) else None
+
+        index, fields = None, None
+        if at is None:
+            for i in valid[::-1]:
+                fields = complete(int(i))
+                if fields is not None:
+                    index = int(i)
+                    break
+            if index is None:
+                raise OutputError(f"{path}: holds no complete snapshot to restart from")
+        else:
+            if valid.size:
+                i = int(valid[np.argmin(np.abs(times[valid] - at))])
+            if not valid.size or not abs(times[i] - at) <= dt / 2:
+                raise ConfigError(
+                    f"--restart {path}@{at:g}: no snapshot within time.dt / 2 = {dt / 2:g} s of "
+                    f"t = {at:g} s; the file's snapshots: "
+                    f"{_times_text(times[valid]) if valid.size else 'none'}")
+            fields = complete(i)
+            if fields is None:
+                raise OutputError(f"{path}: the snapshot at t = {times[i]:g} s is incomplete "
+                                  "(NaN values: the run was stopped while writing it); restart "
+                                  "from an earlier one")
+            index = i
+        t = float(times[index])
+        step = -1
+        if "snapshot_step" in ds.variables:
+            step = int(ds.variables["snapshot_step"][index])
+        if step < 0:
+            step = int(round(t / dt))
+        coords = np.column_stack([np.asarray(ds.variables[c][:], dtype=REAL) for c in "xyz"])
+        conn = ds.variables["cell_nodes"]
+        cell_nodes = np.asarray(conn[:, :], dtype=INDEX) - INDEX(getattr(conn, "start_index", 0))
+        point = RestartPoint(path=path, index=index, t=t, step=step, fields=fields,
+                             coords=coords, cell_nodes=cell_nodes,
+                             config_yaml=str(ds.getncattr("config")),
+                             later=int(np.count_nonzero(valid > index)))
+    except (OSError, RuntimeError, KeyError, IndexError) as exc:
+        raise OutputError(f"{path}: cannot read restart file ({exc})") from None
+    finally:
+        ds.close()
+    return point
 
 
 def read_last_snapshot(path: str | Path, *, fields: tuple[str, ...] | None = None
@@ -588,10 +782,11 @@ def read_last_snapshot(path: str | Path, *, fields: tuple[str, ...] | None = Non
                    ds.variables]
         if missing:
             raise OutputError(f"{path}: not a dycore output file (no {', '.join(missing)})")
-        n_time = len(ds.dimensions["time"])
-        if n_time == 0:
+        times = np.asarray(ds.variables["time"][:], dtype=REAL)
+        valid = np.flatnonzero(np.isfinite(times))     # records blanked by a restart hold NaN
+        if valid.size == 0:
             raise OutputError(f"{path}: the file holds no snapshot yet")
-        last = n_time - 1
+        last = int(valid[-1])
         names = fields if fields is not None else tuple(n for n in FIELDS if n in ds.variables)
         absent = [name for name in names if name not in ds.variables]
         if absent:

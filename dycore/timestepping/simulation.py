@@ -20,7 +20,7 @@ from dycore.backend import select_backend
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.diagnostics.timers import StageTimers
 from dycore.physics.coefficients import build_coefficients
-from dycore.physics.state import State, TRACERS
+from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
 from dycore.timestepping.picard import PicardStepper
 
 __all__ = ["Simulation", "RunSummary", "run_from_config", "build_simulation"]
@@ -93,14 +93,120 @@ class Simulation:
     def host_fields(self) -> dict:
         return self.state.host_fields(self.backend.to_host)
 
+    def load_state(self, fields: dict, t: float) -> None:
+        """Set the state to host ``fields`` (names of ``OUTPUT_FIELDS``, (nnodes,) each) at
+        model time ``t``, writing into the state's own arrays (never rebinding them: CUDA graphs
+        captured by the stepper read them where they are)."""
+        n = self.mesh.nnodes
+        values = {name: np.asarray(fields[name], dtype=float) for name in OUTPUT_FIELDS}
+        bad = [name for name, v in values.items() if v.shape != (n,)]
+        if bad:
+            raise ValueError(f"load_state: field(s) {', '.join(bad)} do not have shape ({n},)")
+        dev, copy = self.backend.to_device, self.backend.ops.copy
+        copy(self.state.u, dev(np.column_stack([values["u"], values["v"], values["w"]])))
+        copy(self.state.p, dev(values["p"]))
+        copy(self.state.theta_prime, dev(values["theta_prime"]))
+        for name in TRACERS:
+            copy(self.state.q[name], dev(values[name]))
+        self.backend.synchronize()
+        self.state.t = float(t)
+
 
 def build_simulation(config, backend=None) -> Simulation:
     """Build a :class:`Simulation` (mesh, backend, operators, initial state) from a Config."""
     return Simulation(config, backend)
 
 
+#: configuration keys that may differ between a restarted run and its restart file (they do not
+#: change the fields): the end time and the output section (path, formats, intervals, progress)
+RESTART_FREE_KEYS = ("time.t_end", "output.*")
+
+
+def _flat(data: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _result_keys(config) -> dict:
+    """Every dotted key of ``config`` that can change the fields, the case's parameters
+    resolved (defaults filled in), i.e. all but :data:`RESTART_FREE_KEYS`."""
+    data = config.model_dump(mode="json")
+    params = config.case.build_parameters()
+    if hasattr(params, "model_dump"):
+        data["case"]["parameters"] = params.model_dump(mode="json")
+    return {key: value for key, value in _flat(data).items()
+            if key != "time.t_end" and not key.startswith("output.")}
+
+
+def check_restart_config(config, point) -> None:
+    """Refuse a restart whose configuration differs from the file's ``config`` attribute in any
+    key that changes the result (all but :data:`RESTART_FREE_KEYS`); ConfigError names them."""
+    import yaml
+
+    from dycore.config import Config
+    from dycore.errors import ConfigError
+
+    try:
+        stored = Config.model_validate(yaml.safe_load(point.config_yaml) or {})
+    except (yaml.YAMLError, ValueError, TypeError, ConfigError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{point.path}: cannot restart: its config attribute is not a "
+                          f"configuration this dycore version reads ({first})") from None
+    ours, theirs = _result_keys(config), _result_keys(stored)
+    differ = [key for key in sorted(set(ours) | set(theirs)) if ours.get(key) != theirs.get(key)]
+    if differ:
+        source = config.source_path if config.source_path is not None else "the run"
+        items = "; ".join(f"{key} (file: {theirs.get(key)!r}, {source}: {ours.get(key)!r})"
+                          for key in differ)
+        raise ConfigError(f"{point.path}: cannot restart: the configuration differs from the "
+                          f"file's (its config attribute) in {items}; only "
+                          f"{' and '.join(RESTART_FREE_KEYS)} may differ")
+
+
+def check_restart_mesh(mesh, point) -> None:
+    """Refuse a restart whose mesh differs from the file's (node and cell counts, then the
+    coordinates and the connectivity bit for bit); ConfigError says how."""
+    import hashlib
+
+    from dycore.errors import ConfigError
+
+    def digest(a) -> str:
+        return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:12]
+
+    coords = np.asarray(mesh.coords, dtype=float)
+    tets = np.asarray(mesh.tets, dtype=point.cell_nodes.dtype)
+    problem = None
+    if coords.shape != point.coords.shape or tets.shape != point.cell_nodes.shape:
+        problem = (f"it has {coords.shape[0]} nodes and {tets.shape[0]} tetrahedra, the file "
+                   f"{point.coords.shape[0]} nodes and {point.cell_nodes.shape[0]} tetrahedra")
+    elif not np.array_equal(coords, point.coords):
+        problem = (f"node coordinates differ (sha256 {digest(coords)} vs the file's "
+                   f"{digest(point.coords)}; max |difference| = "
+                   f"{np.abs(coords - point.coords).max():g} m)")
+    elif not np.array_equal(tets, point.cell_nodes):
+        problem = (f"connectivity differs (sha256 {digest(tets)} vs the file's "
+                   f"{digest(point.cell_nodes)})")
+    if problem:
+        raise ConfigError(f"{point.path}: cannot restart: the mesh built from the configuration "
+                          f"differs from the file's: {problem}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve() or Path(a).samefile(b)
+    except OSError:
+        return False
+
+
 def run_from_config(config, *, max_steps: int | None = None, progress: bool | None = None,
-                    writer_factory=None, overwrite: bool = False) -> RunSummary:
+                    writer_factory=None, overwrite: bool = False,
+                    restart: str | Path | None = None,
+                    restart_at: float | None = None) -> RunSummary:
     """Run the configured case to ``time.t_end`` (or ``max_steps`` steps) with output.
 
     Before anything is built: backend settings, a memory estimate of the mesh and the output
@@ -112,7 +218,15 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     Parameters
     ----------
     config : Config; max_steps : int or None; progress : show a tqdm bar (default: config)
-    overwrite : replace an existing output file (else OutputError)
+    overwrite : replace an existing output file (else OutputError); with ``restart`` into the
+        same file: allow discarding the file's snapshots after the restart time
+    restart : output file of an earlier (or killed) run to continue from; its snapshot at
+        ``restart_at`` (nearest stored time within time.dt / 2), else its last complete one.
+        The configuration must match the file's ``config`` attribute in every key but
+        :data:`RESTART_FREE_KEYS`, the mesh must match the file's. When ``config.output_path``
+        is ``restart`` the run appends to it (later records are blanked and written over), else
+        it writes a new file that starts with the restart snapshot. ``max_steps`` then counts
+        the steps after the restart; the step numbers continue the file's.
 
     Raises
     ------
@@ -126,10 +240,33 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
                                   inflow_speed, notice_backend_fallback)
 
+    from dycore.errors import ConfigError, OutputError
+    from dycore.io.netcdf import read_restart
+
     wall0 = time.perf_counter()
     path = Path(config.output_path)
-    check_before_build(config, path, overwrite=overwrite)
+    point, append = None, False
+    if restart is not None:
+        point = read_restart(restart, restart_at, dt=config.time.dt)
+        check_restart_config(config, point)
+        append = _same_file(path, point.path)
+        if point.step >= config.time.n_steps:
+            raise ConfigError(f"--restart {point.path}: its snapshot at t = {point.t:g} s (step "
+                              f"{point.step}) is at or after time.t_end = "
+                              f"{config.time.t_end:g} s; pass a later --t-end")
+        if append and point.later and not overwrite:
+            raise OutputError(f"{path}: restarting from t = {point.t:g} s would discard the "
+                              f"file's {point.later} later snapshot(s); pass --overwrite to "
+                              "discard them, or start a new file with --output")
+    check_before_build(config, path, overwrite=overwrite or append)
     sim = build_simulation(config)
+    k0 = 0
+    if point is not None:
+        check_restart_mesh(sim.mesh, point)
+        sim.load_state(point.fields, point.t)           # in place, before the first step
+        k0 = point.step
+        log.info("restart from %s at t = %g s (step %d); %s", point.path, point.t, k0,
+                 f"appending to {path}" if append else f"writing {path}")
     log.info("backend: %s", sim.backend.describe())
     notice_backend_fallback(config, sim.backend)
     tc, oc = config.time, config.output
@@ -142,7 +279,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     watch = StabilityWatch(config.stability.max_speed_factor, u_ref)
     n_steps = tc.n_steps
     if max_steps is not None:
-        n_steps = min(n_steps, max_steps)
+        n_steps = min(n_steps, k0 + max_steps)
     every = max(1, int(round(oc.output_interval / tc.dt)))
     show = oc.progress if progress is None else progress
     diag = {}
@@ -155,13 +292,19 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
             f"keeps the snapshots up to t = {last_snapshot:g} s ({hint}Courant number "
             f"{courant:.2g})")
 
-    with SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(), version=__version__,
-                        title=f"dycore {config.case.name}") as writer:
-        with sim.timers("output"):
-            writer.write_snapshot(sim.state.t, sim.host_fields())
-        bar = tqdm(total=n_steps, disable=not show, unit="step", desc=config.case.name)
+    if append:
+        writer = SnapshotWriter.append(path, keep_snapshots=point.index + 1, keep_steps_upto=k0,
+                                       config_yaml=config.resolved_yaml(), version=__version__)
+    else:
+        writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
+                                version=__version__, title=f"dycore {config.case.name}")
+    with writer:
+        if not append:        # a new file starts with the initial (or restart) snapshot
+            with sim.timers("output"):
+                writer.write_snapshot(sim.state.t, sim.host_fields(), step=k0)
+        bar = tqdm(total=n_steps - k0, disable=not show, unit="step", desc=config.case.name)
         try:
-            for k in range(1, n_steps + 1):
+            for k in range(k0 + 1, n_steps + 1):
                 diag = sim.step()
                 problem = watch.step_problem(diag)
                 if problem or k % oc.diagnostics_every == 0 or k == n_steps:
@@ -175,15 +318,15 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                     if problem:
                         raise unstable(k, problem)
                     with sim.timers("output"):
-                        writer.write_snapshot(sim.state.t, fields)
+                        writer.write_snapshot(sim.state.t, fields, step=k)
                     last_snapshot = sim.state.t
                 bar.set_postfix(t=f"{sim.state.t:.0f}s", w=f"{diag['max_abs_w']:.3f}")
                 bar.update(1)
         finally:
             bar.close()
         table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "
-                                 f"tetrahedra, {sim.mesh.nnodes} nodes, {n_steps} steps)")
+                                 f"tetrahedra, {sim.mesh.nnodes} nodes, {n_steps - k0} steps)")
         writer.write_timers(sim.timers.as_dict(), table)
-    return RunSummary(output_path=path, steps=n_steps, t=sim.state.t,
+    return RunSummary(output_path=path, steps=n_steps - k0, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
                       last_diagnostics=diag, backend=sim.backend.describe())
