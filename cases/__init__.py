@@ -67,4 +67,6 @@ def build_config_mesh(config, case: ModuleType | None = None, params=None):
     params = config.case.build_parameters() if params is None else params
     m = config.mesh
     return case.build_mesh(params, nx=m.nx, ny=m.ny, nz=m.nz, dx_min=m.dx_min, dz_min=m.dz_min,
-                           renumber=m.renumber, shuffle=m.shuffle, seed=m.seed)
+                           renumber=m.renumber, shuffle=m.shuffle, seed=m.seed, split=m.split,
+                           core_x=m.core_x, core_y_half=m.core_y_half, core_dx=m.core_dx,
+                           core_z_top=m.core_z_top, dz_core=m.dz_core)

@@ -142,6 +142,40 @@ class MeshConfig(_Section):
                            description="randomly permute nodes and elements (stress test of "
                                        "assembly order)")
     seed: int = _field(0, unit="-", description="random seed of the shuffle", ge=0)
+    split: Literal["mirror_y", "kuhn"] = _field(
+        "mirror_y", unit="-",
+        description="hexahedron -> 6 tetrahedra split: mirror_y = Kuhn split mirrored in y for "
+                    "y < 0, so the mesh is mirror-symmetric about y = 0 (needs an even ny; an "
+                    "odd ny falls back to kuhn with a warning); kuhn = the same Kuhn split in "
+                    "every cell")
+    core_x: tuple[float, float] | None = _field(
+        None, unit="m",
+        description="[x_lo, x_hi] of the uniform horizontal core (with core_y_half and core_dx; "
+                    "replaces the dx_min grading): uniform cells of at most core_dx there, "
+                    "graded geometrically only outside the core")
+    core_y_half: float | None = _field(
+        None, unit="m", description="the horizontal core spans |y| <= core_y_half (needs an "
+                                    "even ny)", gt=0)
+    core_dx: float | None = _field(
+        None, unit="m", description="largest horizontal cell size in the core", gt=0)
+    core_z_top: float | None = _field(
+        None, unit="m",
+        description="top of the uniform vertical core (with dz_core; replaces the dz_min "
+                    "grading): uniform layers from the ground up to here, graded above", gt=0)
+    dz_core: float | None = _field(
+        None, unit="m", description="largest vertical cell size in the core", gt=0)
+
+    @model_validator(mode="after")
+    def _check_core(self) -> "MeshConfig":
+        for group in (("core_x", "core_y_half", "core_dx"), ("core_z_top", "dz_core")):
+            given = [k for k in group if getattr(self, k) is not None]
+            if given and len(given) < len(group):
+                raise _key_errors(*((k, f"expected a value: {', '.join(group)} go together",
+                                     None) for k in group if k not in given))
+        if self.core_x is not None and not self.core_x[0] < self.core_x[1]:
+            raise _key_errors(("core_x", "expected [x_lo, x_hi] with x_lo < x_hi",
+                               list(self.core_x)))
+        return self
 
 
 # ------------------------------------------------------------------------------------ physics
@@ -589,8 +623,8 @@ def _type_text(field) -> str:
         choices = typing.get_args(item) if typing.get_origin(item) is Literal else ()
         text = ("list of " + " \\| ".join(f'"{arg}"' for arg in choices) if choices
                 else "list")
-    else:
-        text = getattr(annotation, "__name__", str(annotation))
+    else:  # a union such as "float | None": escape its bar for the Markdown table
+        text = getattr(annotation, "__name__", str(annotation)).replace(" | ", " \\| ")
     bounds = []
     for item in field.metadata:
         for attr, symbol in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")):

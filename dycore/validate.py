@@ -166,7 +166,7 @@ def _initial_kernel_outputs(sim) -> dict:
     v, r = asm.tracer("validate", u, st.q["q_v"], c.zeros, c.sigma, c.q_ref["q_v"],
                       c.kappa_q, dtt)
     out["tracer q_v matrix"], out["tracer q_v rhs"] = h(v).copy(), h(r).copy()
-    v, r = asm.momentum(u, st.u, c.g_over_theta0 * th, p, c.sigma, c.u_ref, c.nu, c.f_cor,
+    v, r = asm.momentum(u, st.u, c.g_over_theta_bar * th, p, c.sigma, c.u_ref, c.nu, c.f_cor,
                         dtt)
     out["momentum matrix"], out["momentum rhs"] = h(v).copy(), h(r).copy()
     cv, detj = asm.divergence()

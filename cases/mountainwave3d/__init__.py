@@ -160,7 +160,9 @@ def terrain(params: Parameters, x, y) -> np.ndarray:
 
 def build_mesh(params: Parameters, *, nx: int = 48, ny: int = 48, nz: int = 40,
                dx_min: float = 250.0, dz_min: float = 150.0, renumber: str = "rcm",
-               shuffle: bool = False, seed: int = 0) -> Mesh:
+               shuffle: bool = False, seed: int = 0, split: str = "mirror_y",
+               core_x=None, core_y_half=None, core_dx=None, core_z_top=None,
+               dz_core=None) -> Mesh:
     """Terrain-following graded tetrahedral mesh of the case domain.
 
     Parameters
@@ -184,6 +186,13 @@ def build_mesh(params: Parameters, *, nx: int = 48, ny: int = 48, nz: int = 40,
         always a random order; used to measure memory-locality effects).
     seed : int
         Seed of the shuffle (``numpy.random.default_rng``).
+    split : {"mirror_y", "kuhn"}
+        Hexahedron -> tetrahedra split (``dycore.mesh.generate``): Kuhn mirrored in y for
+        y < 0 (mirror-symmetric about y = 0 with an even ny, docs/equations.md §5), or plain Kuhn.
+    core_x, core_y_half, core_dx, core_z_top, dz_core : optional
+        Uniform core region replacing the dx_min / dz_min grading (:class:`GridSpec`): cells of
+        at most core_dx over core_x[0] <= x <= core_x[1], |y| <= core_y_half, of at most
+        dz_core below core_z_top, graded geometrically only outside the core.
 
     Returns
     -------
@@ -200,7 +209,9 @@ def build_mesh(params: Parameters, *, nx: int = 48, ny: int = 48, nz: int = 40,
     if renumber not in ("rcm", "none"):
         raise ConfigError(f"renumber must be 'rcm' or 'none', got {renumber!r}")
     spec = GridSpec(nx=nx, ny=ny, nz=nz, lx=params.lx, ly=params.ly, lz=params.lz,
-                    dx_min=dx_min, dz_min=dz_min)
+                    dx_min=dx_min, dz_min=dz_min, split=split,
+                    core_x=None if core_x is None else tuple(core_x), core_y_half=core_y_half,
+                    core_dx=core_dx, core_z_top=core_z_top, dz_core=dz_core)
     mesh = generate_terrain_following(spec, lambda x, y: terrain(params, x, y))
     if renumber == "rcm":
         mesh = _renumber.reverse_cuthill_mckee(mesh)

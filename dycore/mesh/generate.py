@@ -2,9 +2,10 @@
 
 A tensor grid of ``nx * ny * nz`` hexahedral cells is built from three graded 1-D node
 distributions, lifted onto the terrain with the Gal-Chen & Somerville (1975) coordinate
-``z = h(x, y) + zeta * (lz - h(x, y)) / lz`` and every cell is split into the 6 tetrahedra of the
-Kuhn (Freudenthal) triangulation. Everything is vectorised NumPy; a 48 x 48 x 40 grid
-(552,960 tetrahedra) takes well under a second to a few seconds.
+``z = h(x, y) + zeta * (lz - h(x, y)) / lz`` and every cell is split into 6 tetrahedra: the
+Kuhn (Freudenthal) triangulation, mirrored in y for the cells in y < 0 (``split="mirror_y"``, the
+default) so that the mesh is mirror-symmetric about the plane y = 0. Everything is vectorised
+NumPy; a 48 x 48 x 40 grid (552,960 tetrahedra) takes well under a second to a few seconds.
 
 Source: docs/equations.md §5 (the mountainwave3D mesh: 48x48x40 cells -> 98,441 nodes, 552,960 tets,
 refined horizontally towards the mountain and vertically towards the ground).
@@ -18,9 +19,40 @@ both sides of the face, so the triangulation is conforming across cells. The sig
 the mapped tetrahedron is ``sign(p) * dx * dy * dz_col / 6`` (x depends only on i, y only on j,
 and z grows with k in every column), so odd permutations are made positive by swapping local
 nodes 1 and 2 -- orientation is exact by construction and :meth:`Mesh.check` confirms it.
+
+Mirror-symmetric split about y = 0
+----------------------------------
+The Kuhn split is not mirror-symmetric: reflecting a cell in y maps the diagonal 000-111 to
+010-101, so most tetrahedra have no mirror image (68 % on the paper-size mesh) and a flow that
+is symmetric in y picks up an antisymmetric discretisation error. With ``split="mirror_y"``
+the cells with ``j < ny/2`` (those in y < 0) use the Kuhn split reflected in the local y index,
+offsets ``(a, b, c) -> (a, 1 - b, c)``; reflection reverses orientation, so local nodes 1 and 2
+of every mirrored tet are swapped back to positive volume. Tet ``t`` of cell ``(i, j, k)`` is
+then the exact mirror image of tet ``t`` of cell ``(i, ny - 1 - j, k)`` (the y node positions
+and the terrain are symmetric).
+
+Why it stays conforming (needs an even ``ny``): inside each half the split is one Kuhn split
+(reflected or not), conforming by the argument above. The only faces between a mirrored and an
+unmirrored cell lie on the grid plane ``j = ny/2``, which is y = 0 exactly when ``ny`` is even
+(:func:`graded_symmetric_nodes` puts a node at 0). Such a face is cut along the diagonal through
+its lowest and highest (x, z) corners from both sides, because the reflection changes only the
+y offset, never the (x, z) offsets of the face's corners -- so both cells cut it the same way.
+With odd ``ny`` the middle row of cells straddles y = 0 and no split of those cells into 6 tets
+is mirror-symmetric; the generator then keeps the plain Kuhn split everywhere and logs a
+warning (``split="kuhn"`` asks for it outright).
+
+Core grading
+------------
+By default x and y are graded geometrically from ``dx_min`` at the centre and zeta from
+``dz_min`` at the ground. With ``core_dx`` (and ``core_x``, ``core_y_half``) the horizontal
+spacing is uniform over the core ``core_x[0] <= x <= core_x[1]``, ``|y| <= core_y_half`` (at most
+``core_dx``, exactly dividing the core) and grows geometrically only outside it, starting from
+the core spacing; with ``dz_core`` (and ``core_z_top``) the same holds for zeta below
+``core_z_top``. See :func:`core_graded_nodes`.
 """
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from dataclasses import dataclass
@@ -39,8 +71,15 @@ __all__ = [
     "generate_terrain_following",
     "graded_symmetric_nodes",
     "graded_one_sided_nodes",
+    "core_graded_nodes",
     "KUHN_PERMUTATIONS",
+    "SPLITS",
 ]
+
+log = logging.getLogger("dycore")
+
+#: Hexahedron -> tetrahedra splits: the plain Kuhn split, or Kuhn mirrored in y for y < 0.
+SPLITS = ("kuhn", "mirror_y")
 
 #: The six axis permutations of the Kuhn split, in the order of the 6 tets inside each cell.
 KUHN_PERMUTATIONS = tuple(permutations(range(3)))
@@ -168,6 +207,97 @@ def graded_one_sided_nodes(n: int, length: float, d_min: float) -> np.ndarray:
     return pos
 
 
+def core_graded_nodes(n: int, lo: float, hi: float, core_lo: float, core_hi: float,
+                      d_core: float, name: str = "n") -> np.ndarray:
+    """Node positions of ``n`` cells on ``[lo, hi]``: uniform over a core, graded outside it.
+
+    The core ``[core_lo, core_hi]`` gets ``ceil((core_hi - core_lo) / d_core)`` cells of equal
+    size ``dc <= d_core`` (so both core ends are nodes). The remaining cells go to the two outer
+    intervals, each graded geometrically outward (:func:`graded_one_sided_nodes`) starting from
+    ``dc``, so the spacing is continuous at the core edges. The split of the remaining cells
+    between the two sides is the one with the smallest largest growth ratio. A symmetric set-up
+    (``lo = -hi``, ``core_lo = -core_hi``) is built as the mirror image of its positive half and
+    is exactly symmetric with a node at 0; it needs an even ``n``.
+
+    Parameters
+    ----------
+    n : int
+        Number of cells, >= 1.
+    lo, hi : float
+        Interval end points [m], ``lo < hi``.
+    core_lo, core_hi : float
+        Core end points [m], ``lo <= core_lo < core_hi <= hi``.
+    d_core : float
+        Largest cell size in the core [m], > 0.
+    name : str
+        How the cell count is named in error messages (``"GridSpec.nx"``).
+
+    Returns
+    -------
+    ndarray, shape (n + 1,), float64
+        Strictly increasing node positions, exactly ``lo`` first and ``hi`` last [m].
+
+    Raises
+    ------
+    MeshError
+        If the core is not inside ``[lo, hi]``, if ``n`` is too small for the core plus at least
+        one cell per non-empty outer interval, or so large that outer cells would be smaller
+        than the core cells (naming the range of ``n`` that works).
+    """
+    lo, hi, core_lo, core_hi, d_core = (float(v) for v in (lo, hi, core_lo, core_hi, d_core))
+    if not (lo <= core_lo < core_hi <= hi):
+        raise MeshError(f"the core [{core_lo:g}, {core_hi:g}] m must lie inside the domain "
+                        f"[{lo:g}, {hi:g}] m and have positive length")
+    if not (math.isfinite(d_core) and d_core > 0.0):
+        raise MeshError(f"the core spacing must be finite and > 0 [m], got {d_core}")
+    if lo == -hi and core_lo == -core_hi and lo < 0.0:
+        if n % 2:
+            raise MeshError(f"{name} = {n}: a core symmetric about 0 needs an even number of "
+                            f"cells (a node at 0)")
+        half = core_graded_nodes(n // 2, 0.0, hi, 0.0, core_hi, d_core, f"{name}/2")
+        return np.concatenate((-half[::-1], half[1:]))
+    n_core = max(1, math.ceil((core_hi - core_lo) / d_core * (1.0 - 1e-12)))
+    dc = (core_hi - core_lo) / n_core
+    left, right = core_lo - lo, hi - core_hi
+
+    def bounds(length):        # allowed cell counts of one outer interval
+        if length <= 0.0:
+            return 0, 0
+        return 1, max(1, int(math.floor(length / dc * (1.0 + 1e-12))))
+
+    (l_min, l_max), (r_min, r_max) = bounds(left), bounds(right)
+    rest = n - n_core
+    if not (l_min + r_min <= rest <= l_max + r_max):
+        raise MeshError(
+            f"{name} = {n} does not fit the core: {n_core} core cells of {dc:g} m plus "
+            f"{l_min + r_min} to {l_max + r_max} graded cells outside it, i.e. {name} in "
+            f"[{n_core + l_min + r_min}, {n_core + l_max + r_max}]")
+
+    def ratio(m, length):      # growth ratio of m outer cells; one cell jumps from dc to length
+        if m == 0:
+            return 1.0
+        return length / dc if m == 1 else _solve_ratio(m, 0, length / dc)
+
+    best = None
+    for n_left in range(max(l_min, rest - r_max), min(l_max, rest - r_min) + 1):
+        worst = max(ratio(n_left, left), ratio(rest - n_left, right))
+        if best is None or worst < best[0]:
+            best = (worst, n_left)
+    n_left = best[1]
+    n_right = rest - n_left
+    core = core_lo + dc * np.arange(n_core + 1, dtype=np.float64)
+    core[-1] = core_hi
+    parts = []
+    if n_left:
+        parts.append(core_lo - graded_one_sided_nodes(n_left, left, dc)[:0:-1])
+    parts.append(core)
+    if n_right:
+        parts.append(core_hi + graded_one_sided_nodes(n_right, right, dc)[1:])
+    nodes = np.concatenate(parts)
+    nodes[0], nodes[-1] = lo, hi
+    return nodes
+
+
 def _check_grading(n, length, d_min, n_name, l_name, d_name) -> None:
     if n * d_min > length * (1.0 + 1e-12):
         raise MeshError(
@@ -198,12 +328,30 @@ class GridSpec:
         Vertical spacing of the first layer in the flat-terrain coordinate ``zeta`` [m]; the
         physical first layer over terrain of height h is ``dz_min * (1 - h/lz)``. Needs
         ``nz * dz_min <= lz``.
+    core_x : (float, float) or None
+        Streamwise extent of the uniform horizontal core [m]; with ``core_y_half`` and
+        ``core_dx`` (all three or none) it replaces the ``dx_min`` grading
+        (:func:`core_graded_nodes`).
+    core_y_half : float or None
+        The core spans ``|y| <= core_y_half`` [m] (symmetric; needs an even ``ny``).
+    core_dx : float or None
+        Largest horizontal cell size in the core [m].
+    core_z_top : float or None
+        Top of the uniform vertical core in zeta [m]; with ``dz_core`` (both or none) it
+        replaces the ``dz_min`` grading: uniform from the ground to ``core_z_top``, graded above.
+    dz_core : float or None
+        Largest vertical cell size in the core [m].
+    split : {"mirror_y", "kuhn"}
+        Hexahedron -> tetrahedra split (module docstring): Kuhn mirrored in y for y < 0
+        (mirror-symmetric about y = 0 for even ``ny``; odd ``ny`` falls back to ``kuhn`` with a
+        logged warning), or the plain Kuhn split everywhere.
 
     Raises
     ------
     MeshError
         At construction, naming the bad field (non-integer or < 1 counts, non-positive or
-        non-finite lengths, impossible grading, more than 2**31 - 1 nodes or elements).
+        non-finite lengths, impossible grading, incomplete or misplaced core, unknown split,
+        more than 2**31 - 1 nodes or elements).
     """
 
     nx: int
@@ -214,6 +362,12 @@ class GridSpec:
     lz: float
     dx_min: float
     dz_min: float
+    core_x: tuple | None = None
+    core_y_half: float | None = None
+    core_dx: float | None = None
+    core_z_top: float | None = None
+    dz_core: float | None = None
+    split: str = "mirror_y"
 
     def __post_init__(self) -> None:
         for name in ("nx", "ny", "nz"):
@@ -231,12 +385,17 @@ class GridSpec:
             if not (math.isfinite(v) and v > 0.0):
                 raise MeshError(f"GridSpec.{name} must be finite and > 0 [m], got {v}")
             object.__setattr__(self, name, v)
-        _check_grading(self.nx, self.lx, self.dx_min, "GridSpec.nx", "GridSpec.lx",
-                       "GridSpec.dx_min")
-        _check_grading(self.ny, self.ly, self.dx_min, "GridSpec.ny", "GridSpec.ly",
-                       "GridSpec.dx_min")
-        _check_grading(self.nz, self.lz, self.dz_min, "GridSpec.nz", "GridSpec.lz",
-                       "GridSpec.dz_min")
+        if self.split not in SPLITS:
+            raise MeshError(f"GridSpec.split must be one of {SPLITS}, got {self.split!r}")
+        self._check_core()
+        if self.core_dx is None:
+            _check_grading(self.nx, self.lx, self.dx_min, "GridSpec.nx", "GridSpec.lx",
+                           "GridSpec.dx_min")
+            _check_grading(self.ny, self.ly, self.dx_min, "GridSpec.ny", "GridSpec.ly",
+                           "GridSpec.dx_min")
+        if self.dz_core is None:
+            _check_grading(self.nz, self.lz, self.dz_min, "GridSpec.nz", "GridSpec.lz",
+                           "GridSpec.dz_min")
         nnodes = (self.nx + 1) * (self.ny + 1) * (self.nz + 1)
         nele = 6 * self.nx * self.ny * self.nz
         if nnodes > _INT32_MAX or 6 * nele > _INT32_MAX:
@@ -244,6 +403,38 @@ class GridSpec:
                 f"GridSpec nx={self.nx}, ny={self.ny}, nz={self.nz} gives {nnodes} nodes / "
                 f"{nele} elements, too many for int32 indices"
             )
+
+    def _check_core(self) -> None:
+        horiz = {k: getattr(self, k) for k in ("core_x", "core_y_half", "core_dx")}
+        vert = {k: getattr(self, k) for k in ("core_z_top", "dz_core")}
+        for group in (horiz, vert):
+            given = [k for k, v in group.items() if v is not None]
+            if given and len(given) < len(group):
+                missing = [k for k in group if k not in given]
+                raise MeshError(f"GridSpec.{given[0]} needs {', '.join(missing)} as well "
+                                f"(a core is given by {', '.join(group)} together)")
+        if self.core_x is not None:
+            try:
+                cx = tuple(float(v) for v in self.core_x)
+            except (TypeError, ValueError):
+                cx = ()
+            if len(cx) != 2 or not all(math.isfinite(v) for v in cx):
+                raise MeshError(f"GridSpec.core_x must be two finite numbers [m] (x_lo, x_hi), "
+                                f"got {self.core_x!r}")
+            object.__setattr__(self, "core_x", cx)
+        for name in ("core_y_half", "core_dx", "core_z_top", "dz_core"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (
+                    math.isfinite(float(v)) and float(v) > 0.0):
+                raise MeshError(f"GridSpec.{name} must be a finite number > 0 [m], got {v!r}")
+            object.__setattr__(self, name, float(v))
+        if self.core_dx is not None:            # raise now, naming the field, if it cannot fit
+            self.x_nodes()
+            self.y_nodes()
+        if self.dz_core is not None:
+            self.zeta_nodes()
 
     @property
     def nnodes(self) -> int:
@@ -256,16 +447,36 @@ class GridSpec:
         return 6 * self.nx * self.ny * self.nz
 
     def x_nodes(self) -> np.ndarray:
-        """(nx+1,) float64 node x positions [m] (:func:`graded_symmetric_nodes`)."""
-        return graded_symmetric_nodes(self.nx, self.lx, self.dx_min)
+        """(nx+1,) float64 node x positions [m] (:func:`graded_symmetric_nodes`, or
+        :func:`core_graded_nodes` over ``core_x`` when a core is given)."""
+        if self.core_dx is None:
+            return graded_symmetric_nodes(self.nx, self.lx, self.dx_min)
+        h = 0.5 * self.lx
+        return core_graded_nodes(self.nx, -h, h, self.core_x[0], self.core_x[1], self.core_dx,
+                                 "GridSpec.nx")
 
     def y_nodes(self) -> np.ndarray:
-        """(ny+1,) float64 node y positions [m] (:func:`graded_symmetric_nodes`)."""
-        return graded_symmetric_nodes(self.ny, self.ly, self.dx_min)
+        """(ny+1,) float64 node y positions [m], exactly symmetric about 0
+        (:func:`graded_symmetric_nodes`, or :func:`core_graded_nodes` over ``|y| <= core_y_half``)."""
+        if self.core_dx is None:
+            return graded_symmetric_nodes(self.ny, self.ly, self.dx_min)
+        h = 0.5 * self.ly
+        return core_graded_nodes(self.ny, -h, h, -self.core_y_half, self.core_y_half,
+                                 self.core_dx, "GridSpec.ny")
 
     def zeta_nodes(self) -> np.ndarray:
-        """(nz+1,) float64 flat-terrain levels zeta in [0, lz] [m] (graded_one_sided_nodes)."""
-        return graded_one_sided_nodes(self.nz, self.lz, self.dz_min)
+        """(nz+1,) float64 flat-terrain levels zeta in [0, lz] [m] (graded_one_sided_nodes, or
+        :func:`core_graded_nodes` uniform below ``core_z_top``)."""
+        if self.dz_core is None:
+            return graded_one_sided_nodes(self.nz, self.lz, self.dz_min)
+        return core_graded_nodes(self.nz, 0.0, self.lz, 0.0, self.core_z_top, self.dz_core,
+                                 "GridSpec.nz")
+
+    @property
+    def mirrored(self) -> bool:
+        """Whether the cells in y < 0 use the mirrored Kuhn split (``split="mirror_y"``, even
+        ``ny``)."""
+        return self.split == "mirror_y" and self.ny % 2 == 0
 
 
 # ------------------------------------------------------------------------------ generator
@@ -282,6 +493,19 @@ def _kuhn_local() -> tuple[np.ndarray, list[int]]:
         if _perm_sign(p) < 0:
             corners[t, [1, 2]] = corners[t, [2, 1]]
     return corners, [_perm_sign(p) for p in KUHN_PERMUTATIONS]
+
+
+def _mirrored_kuhn_local() -> np.ndarray:
+    """Corner offsets (6, 4, 3) of the Kuhn tets reflected in the local y index, positive.
+
+    Offsets ``(a, b, c) -> (a, 1 - b, c)``; the reflection reverses every orientation, so local
+    nodes 1 and 2 are swapped back. Tet ``t`` here is the mirror image of Kuhn tet ``t``.
+    """
+    corners, _ = _kuhn_local()
+    corners = corners.copy()
+    corners[..., 1] = 1 - corners[..., 1]
+    corners[:, [1, 2]] = corners[:, [2, 1]]
+    return corners
 
 
 def generate_terrain_following(spec: GridSpec,
@@ -302,8 +526,10 @@ def generate_terrain_following(spec: GridSpec,
     Mesh
         ``(nx+1)(ny+1)(nz+1)`` nodes numbered ``i + (nx+1)*(j + (ny+1)*k)`` (x fastest);
         ``6 nx ny nz`` tets, element ``6*c + t`` being Kuhn tet ``t`` of cell
-        ``c = i + nx*(j + ny*k)``; ``4 (nx ny + nx nz + ny nz)`` boundary faces in tag order
-        GROUND, TOP, WEST, EAST, SOUTH, NORTH, outward oriented, with owning elements.
+        ``c = i + nx*(j + ny*k)`` (mirrored in y when ``j < ny/2`` and :attr:`GridSpec.mirrored`;
+        it is then the mirror image of element ``6*c' + t``, ``c'`` the cell ``(i, ny-1-j, k)``);
+        ``4 (nx ny + nx nz + ny nz)`` boundary faces in tag order GROUND, TOP, WEST, EAST, SOUTH,
+        NORTH, each tag's faces in element order, outward oriented, with owning elements.
         Vertical coordinate (Gal-Chen & Somerville 1975):
         ``z = h(x, y) + zeta * (lz - h(x, y)) / lz`` with ``zeta`` from
         :meth:`GridSpec.zeta_nodes`; the ground level is exactly ``h`` and the top exactly
@@ -349,36 +575,47 @@ def generate_terrain_following(spec: GridSpec,
     coords[..., 2] = z
     coords = coords.reshape(-1, 3)
 
-    # ---- tetrahedra
-    corners, _ = _kuhn_local()                                   # (6, 4, 3)
+    # ---- tetrahedra (mirrored Kuhn split in the cells j < ny/2 when spec.mirrored)
+    if spec.split == "mirror_y" and not spec.mirrored:
+        log.warning("mesh: ny = %d is odd, so the middle row of cells straddles y = 0 and no "
+                    "6-tet split of it is mirror-symmetric; using the plain Kuhn split "
+                    "everywhere (use an even ny for a mesh symmetric about y = 0)", ny)
     sx, sy, sz = 1, nx + 1, nn_layer
-    offs = corners[..., 0] * sx + corners[..., 1] * sy + corners[..., 2] * sz   # (6, 4)
+
+    def offsets(corners):                                        # (6, 4, 3) -> (6, 4) node ids
+        return corners[..., 0] * sx + corners[..., 1] * sy + corners[..., 2] * sz
+
     kk, jj, ii = np.indices((nz, ny, nx), dtype=np.int64)
     base = (ii + (nx + 1) * (jj + (ny + 1) * kk)).ravel()        # cell c = i + nx*(j + ny*k)
-    tets = (base[:, None, None] + offs[None, :, :]).reshape(-1, 4).astype(INDEX)
+    offs = np.broadcast_to(offsets(_kuhn_local()[0]), (base.size, 6, 4))
+    if spec.mirrored:
+        offs = np.where((jj.ravel() < ny // 2)[:, None, None],
+                        offsets(_mirrored_kuhn_local())[None], offs)
+    tets = (base[:, None, None] + offs).reshape(-1, 4).astype(INDEX)
 
-    # ---- boundary faces: (tag, axis, side, cell selector)
+    # ---- boundary faces: (tag, axis, index of the boundary plane, cells along it). A tet of
+    # such a cell owns a boundary face when the three nodes opposite one of its local nodes
+    # all lie on the plane (at most one face per tet and plane).
     cell = np.arange(nx * ny * nz, dtype=np.int64).reshape(nz, ny, nx)
     sides = (
         (FaceTag.GROUND, 2, 0, cell[0, :, :]),
-        (FaceTag.TOP, 2, 1, cell[-1, :, :]),
+        (FaceTag.TOP, 2, nz, cell[-1, :, :]),
         (FaceTag.WEST, 0, 0, cell[:, :, 0]),
-        (FaceTag.EAST, 0, 1, cell[:, :, -1]),
+        (FaceTag.EAST, 0, nx, cell[:, :, -1]),
         (FaceTag.SOUTH, 1, 0, cell[:, 0, :]),
-        (FaceTag.NORTH, 1, 1, cell[:, -1, :]),
+        (FaceTag.NORTH, 1, ny, cell[:, -1, :]),
     )
     faces_l, tags_l, ele_l = [], [], []
-    for tag, axis, side, cells in sides:
-        # side 0 (low): the axis is stepped last -> face opposite local node 3;
-        # side 1 (high): the axis is stepped first -> face opposite local node 0.
-        if side == 0:
-            tsel = [t for t, p in enumerate(KUHN_PERMUTATIONS) if p[2] == axis]
-            missing = 3
-        else:
-            tsel = [t for t, p in enumerate(KUHN_PERMUTATIONS) if p[0] == axis]
-            missing = 0
-        ele = (6 * cells.ravel()[:, None] + np.asarray(tsel)[None, :]).ravel()
-        faces_l.append(tets[ele][:, OUTWARD_LOCAL_FACES[missing]])
+    for tag, axis, plane, cells in sides:
+        cand = (6 * cells.ravel()[:, None] + np.arange(6)[None, :]).ravel()
+        nodes = tets[cand].astype(np.int64)
+        index = (nodes % (nx + 1), (nodes // (nx + 1)) % (ny + 1), nodes // nn_layer)[axis]
+        on = index == plane                                      # (ncand, 4)
+        # the face opposite local node m lies on the plane: the other three nodes do
+        hit = (on.sum(axis=1, keepdims=True) - on) == 3          # (ncand, 4)
+        rows, missing = np.nonzero(hit)                          # in element order
+        ele = cand[rows]
+        faces_l.append(tets[ele[:, None], OUTWARD_LOCAL_FACES[missing]])
         tags_l.append(np.full(ele.size, int(tag), dtype=np.int8))
         ele_l.append(ele)
 

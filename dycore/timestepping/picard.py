@@ -7,7 +7,7 @@ For each of ``nonlinear_iterations`` (stopping early when the iterate change < t
 3. tracers                  (M + ΔtθL) δc = −L cⁿ + sources;  c = cⁿ + Δt δc
                             (θ' with source −w dθ̄/dz, w θ-weighted; q_v, q_c, q_r)
 4. momentum predictor       big_m δu = −L uⁿ + ∫N b ẑ + ∫N σ u_ref + Cᵀp;  u* = uⁿ + Δt δu
-                            (b = g θ'/θ₀ θ-weighted between θ'ⁿ and the new θ')
+                            (b = g θ'/θ̄(z) θ-weighted between θ'ⁿ and the new θ')
 5. pressure                 (CMC + KMK) δp = −C u* − Δt·KMK·p;  p ← p + δp/Δt
 6. velocity correction      u = u* + M_L⁻¹ Cᵀ δp   (Dirichlet nodes excluded)
 7. convergence              ‖u − u_previous iterate‖_∞
@@ -92,7 +92,7 @@ class PicardStepper:
         """Stage 4: returns u*."""
         dt, th = self.cfg.dt, self.cfg.theta
         buoy = self._work("buoyancy", theta_w.shape)
-        self.vops.axpby(buoy, self.c.g_over_theta0, theta_w, 0.0, theta_w)
+        self.vops.multiply(buoy, self.c.g_over_theta_bar, theta_w)   # b = g θ'/θ̄(z)
         values, rhs = self.asm.momentum(u_nl, u_old, buoy, p, self.c.sigma, self.c.u_ref,
                                         self.c.nu, self.c.f_cor, dt * th)
         with self.timers("boundary conditions"):

@@ -186,3 +186,22 @@ def test_reference_and_initial_state(params):
     ini["u"][0, 0] = -1.0     # fresh arrays: no aliasing between calls / dict entries
     assert mw.initial_state(params, coords)["u"][0, 0] == 10.0
     assert not np.shares_memory(ini["q_c"], ini["q_r"])
+
+
+def test_buoyancy_frequency_is_n_at_every_node(params):
+    """b = g θ'/θ̄(z) (docs/equations.md §2): (g/θ̄)·dθ̄/dz = N² at every node of the mesh."""
+    from dycore.backend.cpu import CPUBackend
+    from dycore.config import PhysicsConfig
+    from dycore.physics.coefficients import build_coefficients
+
+    m = mw.build_mesh(params, nx=8, ny=6, nz=5, dx_min=1000.0, dz_min=500.0)
+    c = build_coefficients(mw, params, m, PhysicsConfig(), CPUBackend())
+    g_over_tb = np.asarray(c.g_over_theta_bar)
+    assert g_over_tb.shape == (m.nnodes,) and g_over_tb.dtype == np.float64
+    n2 = g_over_tb * np.asarray(c.dtheta_bar_dz)
+    np.testing.assert_allclose(n2, params.brunt_vaisala ** 2, rtol=1e-12, atol=0.0)
+    z = m.coords[:, 2]
+    assert z.max() - z.min() > 15000.0                     # ground to lid: θ̄ varies by ~18 %
+    np.testing.assert_allclose(g_over_tb, params.g / mw.theta_bar(params, z), rtol=1e-15)
+    # the surface value g/θ₀ would not do: its frequency grows with height
+    assert np.max(c.g_over_theta0 * np.asarray(c.dtheta_bar_dz)) > 1.1 * params.brunt_vaisala ** 2

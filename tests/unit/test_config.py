@@ -82,7 +82,9 @@ def test_empty_file_gives_defaults(tmp_path):
 def test_shipped_configs_validate(path):
     config = load_config(path)
     assert config.source_path == path
-    assert config.time.t_end == 3000.0 and config.time.dt == 10.0
+    # the verify config runs past 5000 s, where linear theory is compared with a time mean
+    t_end = 7200.0 if path.name == "mountainwave3d_verify.yaml" else 3000.0
+    assert config.time.t_end == t_end and config.time.dt == 10.0
     assert config.output.output_interval == 300.0
 
 
@@ -407,3 +409,22 @@ def test_reference_lists_case_parameters():
         assert f"| `case.parameters.{name}` |" in text
     assert "case.parameters" not in config_reference_markdown(include_case_parameters=False
                                                                ).split("### `mesh`")[1]
+
+
+def test_verify_config_resolves_the_waves_within_budget():
+    mesh = load_config(REPO / "configs" / "mountainwave3d_verify.yaml").mesh
+    assert (mesh.nx, mesh.ny, mesh.nz) == (92, 80, 60)
+    assert 6 * mesh.nx * mesh.ny * mesh.nz == 2_649_600 <= 4_000_000
+    assert mesh.core_dx <= 500.0 and mesh.core_x == (-8000.0, 20000.0)
+    assert mesh.core_y_half == 12000.0 and mesh.ny % 2 == 0 and mesh.split == "mirror_y"
+    assert (mesh.core_z_top, mesh.dz_core) == (10000.0, 200.0)
+
+
+def test_mesh_core_keys_go_together(tmp_path):
+    with pytest.raises(ConfigError, match=r"mesh\.core_y_half.*go together"):
+        load_config(_write(tmp_path, "mesh: {core_x: [-8000.0, 20000.0], core_dx: 500.0}\n"))
+    with pytest.raises(ConfigError, match=r"mesh\.core_x"):
+        load_config(_write(tmp_path, "mesh: {core_x: [20000.0, -8000.0], core_y_half: 1.0e+4, "
+                                     "core_dx: 500.0}\n"))
+    with pytest.raises(ConfigError, match=r"mesh\.split"):
+        load_config(_write(tmp_path, "mesh: {split: delaunay}\n"))

@@ -306,3 +306,141 @@ def test_permuted_definition_and_roundtrip(mesh_and_spec):
         m.permuted(np.zeros(m.nnodes, dtype=int), pe)
     with pytest.raises(MeshError, match="ele_perm"):
         m.permuted(pn, pe[:-1])
+
+
+# ------------------------------------------------------------ mirror-symmetric split (y = 0)
+def _interior_faces_shared_twice(m):
+    local = np.array([[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]])
+    allf = np.sort(m.tets[:, local].reshape(-1, 3), axis=1)
+    uniq, counts = np.unique(allf, axis=0, return_counts=True)
+    bnd = np.unique(np.sort(m.faces, axis=1), axis=0)
+    return set(np.unique(counts)) == {1, 2} and np.array_equal(uniq[counts == 1], bnd)
+
+
+def _tet_keys(coords, tets):
+    """Each tet as the sorted tuple of its (rounded) node coordinates: a set key."""
+    pts = np.round(coords[tets], 6)                                  # (nele, 4, 3)
+    return {tuple(sorted(map(tuple, t))) for t in pts.tolist()}
+
+
+@pytest.fixture(scope="module")
+def mirrored_mesh():
+    spec = GridSpec(nx=6, ny=8, nz=3, lx=LX, ly=LY, lz=LZ, dx_min=4000.0, dz_min=2000.0)
+    assert spec.split == "mirror_y" and spec.mirrored
+    # terrain symmetric in y but not in x, centred off the axis in x
+    m = generate_terrain_following(spec, lambda x, y: bell(x - 3000.0, y, h0=1500.0, a=8000.0))
+    return m, spec
+
+
+def test_mirror_split_every_tet_has_a_mirror_image(mirrored_mesh):
+    m, _ = mirrored_mesh
+    keys = _tet_keys(m.coords, m.tets)
+    assert len(keys) == m.nele
+    reflected = m.coords * np.array([1.0, -1.0, 1.0])
+    assert _tet_keys(reflected, m.tets) == keys
+    # the plain Kuhn split of the same grid is not mirror-symmetric
+    spec_k = GridSpec(nx=6, ny=8, nz=3, lx=LX, ly=LY, lz=LZ, dx_min=4000.0, dz_min=2000.0,
+                      split="kuhn")
+    k = generate_terrain_following(spec_k, lambda x, y: bell(x - 3000.0, y, h0=1500.0, a=8000.0))
+    kk = _tet_keys(k.coords, k.tets)
+    assert len(kk & _tet_keys(k.coords * np.array([1.0, -1.0, 1.0]), k.tets)) < m.nele // 2
+
+
+def test_mirror_split_conforming_positive_checked(mirrored_mesh):
+    m, spec = mirrored_mesh
+    m.check()
+    assert m.signed_volumes().min() > 0.0
+    assert _interior_faces_shared_twice(m)
+    assert m.nfaces == 4 * (spec.nx * spec.ny + spec.nx * spec.nz + spec.ny * spec.nz)
+    # the boundary faces are the same surfaces, outward, tagged by position
+    n = m.face_normals()
+    d = m.coords[m.faces].mean(axis=1) - m.coords[m.tets[m.face_ele]].mean(axis=1)
+    assert np.all(np.einsum("ij,ij->i", n, d) > 0)
+    c = m.coords[m.faces].mean(axis=1)
+    assert np.all(c[m.face_tags == FaceTag.SOUTH, 1] == -LY / 2)
+    assert np.all(c[m.face_tags == FaceTag.NORTH, 1] == LY / 2)
+    # element 6c + t mirrors element 6c' + t, c' the cell (i, ny-1-j, k)
+    nx, ny, nz = spec.nx, spec.ny, spec.nz
+    kk, jj, ii = np.indices((nz, ny, nx))
+    c1 = (ii + nx * (jj + ny * kk)).ravel()
+    c2 = (ii + nx * (ny - 1 - jj + ny * kk)).ravel()
+    e1 = (6 * c1[:, None] + np.arange(6)).ravel()
+    e2 = (6 * c2[:, None] + np.arange(6)).ravel()
+    a = np.sort(m.coords[m.tets[e1]] * [1.0, -1.0, 1.0], axis=1)
+    b = np.sort(m.coords[m.tets[e2]], axis=1)
+    np.testing.assert_array_equal(np.sort(a.view("f8,f8,f8"), axis=1),
+                                  np.sort(b.view("f8,f8,f8"), axis=1))
+
+
+def test_mirror_split_paper_size_is_conforming():
+    spec = GridSpec(nx=48, ny=48, nz=40, lx=60000.0, ly=60000.0, lz=16000.0,
+                    dx_min=250.0, dz_min=125.0)
+    m = generate_terrain_following(spec, bell)                # checked inside
+    assert (m.nnodes, m.nele, m.nfaces) == (98441, 552960, 24576)
+    assert _interior_faces_shared_twice(m)
+    assert m.signed_volumes().min() > 0.0
+
+
+def test_odd_ny_falls_back_to_kuhn_with_a_warning(caplog):
+    spec = GridSpec(nx=4, ny=5, nz=2, lx=LX, ly=LY, lz=LZ, dx_min=4000.0, dz_min=2000.0)
+    assert not spec.mirrored
+    with caplog.at_level("WARNING", logger="dycore"):
+        m = generate_terrain_following(spec, bell)
+    assert "odd" in caplog.text and "Kuhn" in caplog.text
+    k = generate_terrain_following(
+        GridSpec(nx=4, ny=5, nz=2, lx=LX, ly=LY, lz=LZ, dx_min=4000.0, dz_min=2000.0,
+                 split="kuhn"), bell)
+    np.testing.assert_array_equal(m.tets, k.tets)
+    with pytest.raises(MeshError, match="split"):
+        GridSpec(nx=4, ny=4, nz=2, lx=LX, ly=LY, lz=LZ, dx_min=4000.0, dz_min=2000.0,
+                 split="delaunay")
+
+
+# ------------------------------------------------------------------------- core grading
+def test_core_graded_nodes_uniform_core_and_graded_outside():
+    from dycore.mesh.generate import core_graded_nodes
+    x = core_graded_nodes(88, -30000.0, 30000.0, -8000.0, 20000.0, 400.0)
+    assert x.size == 89 and x[0] == -30000.0 and x[-1] == 30000.0
+    d = np.diff(x)
+    core = (x[:-1] >= -8000.0 - 1e-9) & (x[1:] <= 20000.0 + 1e-9)
+    assert core.sum() == 70
+    np.testing.assert_allclose(d[core], 400.0, rtol=1e-12)
+    assert np.any(np.isclose(x, -8000.0, rtol=0, atol=1e-9))
+    assert np.any(np.isclose(x, 20000.0, rtol=0, atol=1e-9))
+    # outside: from the core spacing, growing away from the core
+    assert np.all(d[~core] >= 400.0 * (1 - 1e-12)) and np.all(np.diff(d[x[1:] <= -8000.0]) < 0)
+    assert np.all(np.diff(d[x[:-1] >= 20000.0]) > 0)
+    y = core_graded_nodes(76, -30000.0, 30000.0, -12000.0, 12000.0, 400.0)
+    np.testing.assert_array_equal(y, -y[::-1])               # exactly symmetric, node at 0
+    assert y[38] == 0.0
+    z = core_graded_nodes(56, 0.0, 16000.0, 0.0, 10000.0, 200.0)
+    np.testing.assert_allclose(np.diff(z)[:50], 200.0, rtol=1e-12)
+    assert np.all(np.diff(z)[51:] > 200.0) and z[-1] == 16000.0
+    with pytest.raises(MeshError, match=r"GridSpec.nx = 60 does not fit"):
+        core_graded_nodes(60, -30000.0, 30000.0, -8000.0, 20000.0, 400.0, "GridSpec.nx")
+    with pytest.raises(MeshError, match="even"):
+        core_graded_nodes(75, -30000.0, 30000.0, -12000.0, 12000.0, 400.0)
+
+
+def test_gridspec_core_mesh():
+    spec = GridSpec(nx=30, ny=24, nz=14, lx=LX, ly=LY, lz=LZ, dx_min=250.0, dz_min=125.0,
+                    core_x=(-8000.0, 12000.0), core_y_half=8000.0, core_dx=1000.0,
+                    core_z_top=10000.0, dz_core=1000.0)
+    m = generate_terrain_following(spec, bell)
+    xs, ys = np.unique(m.coords[:, 0]), np.unique(m.coords[:, 1])
+    dx = np.diff(xs)[(xs[:-1] >= -8000.0 - 1e-9) & (xs[1:] <= 12000.0 + 1e-9)]
+    assert dx.size == 20 and np.allclose(dx, 1000.0, rtol=1e-12)
+    np.testing.assert_array_equal(ys, -ys[::-1])
+    np.testing.assert_allclose(np.diff(spec.zeta_nodes())[:10], 1000.0, rtol=1e-12)
+    assert _interior_faces_shared_twice(m)
+    keys = _tet_keys(m.coords, m.tets)
+    assert _tet_keys(m.coords * np.array([1.0, -1.0, 1.0]), m.tets) == keys
+    base = dict(nx=30, ny=24, nz=14, lx=LX, ly=LY, lz=LZ, dx_min=250.0, dz_min=125.0)
+    with pytest.raises(MeshError, match="core_y_half"):
+        GridSpec(**base, core_x=(-8000.0, 12000.0), core_dx=1000.0)
+    with pytest.raises(MeshError, match="dz_core"):
+        GridSpec(**base, core_z_top=10000.0)
+    with pytest.raises(MeshError, match="inside the domain"):
+        GridSpec(**base, core_x=(-8000.0, 40000.0), core_y_half=8000.0, core_dx=1000.0)
+    with pytest.raises(MeshError, match="GridSpec.nz"):
+        GridSpec(**base, core_z_top=15000.0, dz_core=500.0)
