@@ -5,7 +5,7 @@ PYTHON ?= python3
 CONFIG ?= configs/mountainwave3d_small.yaml
 OUTPUT ?= output/mountainwave3d_small.nc
 
-.PHONY: install run run-paper test regression bench bench-smoke docs gpu-check clean
+.PHONY: install run run-paper test regression bench bench-smoke docs gpu-check clean verify
 
 install:
 	$(PYTHON) -m pip install -q -e ".[test]"
@@ -13,6 +13,10 @@ install:
 run: install
 	$(PYTHON) -m dycore run $(CONFIG) --output $(OUTPUT) --overwrite
 	$(PYTHON) -m dycore plot $(OUTPUT)
+
+# compare w of $(OUTPUT) (made by `make run`) with 3-D linear theory (docs/verify.md)
+verify: install
+	$(PYTHON) -m dycore verify $(OUTPUT) --png $(basename $(OUTPUT))_verify.png --json $(basename $(OUTPUT))_verify.json
 
 run-paper: install
 	$(PYTHON) -m dycore run configs/mountainwave3d.yaml --steps 5 --overwrite

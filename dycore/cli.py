@@ -363,9 +363,40 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -------------------------------------------------------------------------------- verify
+def _add_verify(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "verify", help="compare w of a mountainwave3D output with 3-D linear theory",
+        description="Compare the time-mean w of FILE (snapshots with t >= --t-start, else the "
+                    "last one) with the steady non-hydrostatic linear solution (Smith 1980) on "
+                    "the section y = 0 (z = 1-9 km) and the planes z = 2, 4, 6 km: nRMS, "
+                    "correlation, peak ratios, the antisymmetric part about y = 0 and |w| at "
+                    "the summit node (docs/verify.md).")
+    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
+    parser.add_argument("--t-start", type=float, default=5000.0, metavar="S",
+                        help="average the snapshots with t >= S [s] (default: 5000)")
+    parser.add_argument("--png", type=Path, metavar="OUT",
+                        help="also draw model and theory side by side into OUT")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the metrics as JSON")
+    parser.set_defaults(handler=_cmd_verify)
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from dycore.diagnostics.verify import plot_verify, verify, write_json
+
+    result = verify(args.file, t_start=args.t_start, keep_fields=args.png is not None)
+    print(result.table(), end="")
+    if args.json is not None:
+        print(f"json: {write_json(result, args.json)}")
+    if args.png is not None:
+        print(f"png: {plot_verify(result, args.png)}")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------------- main
 #: subcommands, in the order ``dycore --help`` lists them
-_COMMANDS = (_add_run, _add_plot, _add_export, _add_config, _add_validate, _add_bench)
+_COMMANDS = (_add_run, _add_plot, _add_export, _add_config, _add_validate, _add_bench,
+             _add_verify)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,272 @@
+"""``dycore verify``: compare a mountainwave3D run with steady 3-D linear theory (docs/verify.md).
+
+The model's w (time mean over the snapshots with t >= ``t_start``) is sampled exactly as a P1
+field (:class:`~dycore.diagnostics.p1_sample.P1Locator`) on
+
+* the x-z section y = 0: x in [-20, 20] km every 250 m, z = 1-9 km every 100 m (whole, and the
+  bands 1-3, 3-5, 5-7, 7-9 km);
+* the planes z = 2, 4, 6 km: x, y in [-20, 20] km every 250 m,
+
+and compared with :class:`~dycore.diagnostics.linear_theory.BellMountainWaves` (Smith 1980) at
+the same points: nRMS = ||m - r|| / ||r||, pattern correlation (Pearson, centred), peak ratios
+max(m)/max(r) and min(m)/min(r). Also: the antisymmetric part of w about y = 0 relative to the
+symmetric part on each plane (L2 norms; linear theory: 0), and |w| at the summit node.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dycore.diagnostics.linear_theory import BellMountainWaves, bell_height
+from dycore.diagnostics.p1_sample import P1Locator
+from dycore.errors import OutputError
+
+__all__ = ["VerifyResult", "verify", "metrics", "antisymmetric_ratio", "plot_verify", "write_json",
+           "SECTION_X", "SECTION_Z", "PLANE_LEVELS", "THEORY_GRID"]
+
+SECTION_X = np.arange(-20_000.0, 20_000.0 + 1, 250.0)
+SECTION_Z = np.arange(1_000.0, 9_000.0 + 1, 100.0)
+PLANE_XY = np.arange(-20_000.0, 20_000.0 + 1, 250.0)
+PLANE_LEVELS = (2_000.0, 4_000.0, 6_000.0)
+BANDS = ((1_000.0, 3_000.0), (3_000.0, 5_000.0), (5_000.0, 7_000.0), (7_000.0, 9_000.0))
+#: synthesis grid of the reference (linear_theory: about 1e-3 relative; docs/verify.md)
+THEORY_GRID = {"length": 4_096_000.0, "length_y": 256_000.0, "dx": 250.0}
+#: plot section extends to the ground
+PLOT_Z = np.arange(0.0, 9_000.0 + 1, 100.0)
+
+
+def metrics(model: np.ndarray, ref: np.ndarray) -> dict:
+    """nRMS, correlation and peak ratios over the points where both are finite."""
+    m, r = np.ravel(model), np.ravel(ref)
+    ok = np.isfinite(m) & np.isfinite(r)
+    m, r = m[ok], r[ok]
+    if len(r) < 2:
+        return {"nrms": np.nan, "corr": np.nan, "max_ratio": np.nan, "min_ratio": np.nan,
+                "points": int(len(r))}
+    dm, dr = m - m.mean(), r - r.mean()
+    return {"nrms": float(np.linalg.norm(m - r) / np.linalg.norm(r)),
+            "corr": float(dm @ dr / np.sqrt((dm @ dm) * (dr @ dr))),
+            "max_ratio": float(m.max() / r.max()), "min_ratio": float(m.min() / r.min()),
+            "points": int(len(r))}
+
+
+def antisymmetric_ratio(plane: np.ndarray) -> float:
+    """||w_a|| / ||w_s|| with w_a, w_s the parts odd / even in y (rows of ``plane`` = y,
+    symmetric about the middle row)."""
+    mirror = plane[::-1, :]
+    ok = np.isfinite(plane) & np.isfinite(mirror)
+    anti, sym = 0.5 * (plane - mirror)[ok], 0.5 * (plane + mirror)[ok]
+    return float(np.linalg.norm(anti) / np.linalg.norm(sym))
+
+
+@dataclass
+class VerifyResult:
+    """Everything ``dycore verify`` reports."""
+
+    path: str
+    times: list
+    note: str
+    parameters: dict
+    rows: dict = field(default_factory=dict)           # name -> metrics
+    antisymmetry: dict = field(default_factory=dict)   # plane name -> (model, theory)
+    summit: dict = field(default_factory=dict)
+    fields: dict = field(default_factory=dict, repr=False)   # arrays for the plot
+
+    def table(self) -> str:
+        lines = [f"dycore verify: {self.path}",
+                 f"w: {self.note}",
+                 "reference: steady linear theory (Smith 1980, non-hydrostatic Boussinesq), "
+                 + ", ".join(f"{k} = {v:g}" for k, v in self.parameters.items()),
+                 "",
+                 f"{'w':<18}{'nRMS':>8}{'corr':>8}{'max ratio':>11}{'min ratio':>11}{'points':>8}"]
+        for name, row in self.rows.items():
+            lines.append(f"{name:<18}{row['nrms']:>8.3f}{row['corr']:>8.3f}"
+                         f"{row['max_ratio']:>11.3f}{row['min_ratio']:>11.3f}{row['points']:>8d}")
+        lines.append("")
+        lines.append("antisymmetric / symmetric part of w about y = 0 (L2):")
+        for name, (model, theory) in self.antisymmetry.items():
+            lines.append(f"  {name:<16}model {model:.3f}   theory {theory:.1e}")
+        s = self.summit
+        lines.append(f"|w| at the summit node ({s['x']:g}, {s['y']:g}, {s['z']:g}) m: "
+                     f"{s['abs_w']:.4f} m/s")
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "times": self.times, "note": self.note,
+                "parameters": self.parameters, "metrics": self.rows,
+                "antisymmetric_ratio": {k: {"model": m, "theory": t}
+                                        for k, (m, t) in self.antisymmetry.items()},
+                "summit": self.summit}
+
+
+def _case_parameters(ds) -> dict:
+    """U, N, h0, a of the run (from the file's ``config`` attribute; case defaults otherwise)."""
+    import yaml
+
+    from cases import load_case
+
+    name, overrides = "mountainwave3d", {}
+    text = getattr(ds, "config", None)
+    if text:
+        cfg = yaml.safe_load(text) or {}
+        case = cfg.get("case") or {}
+        name = case.get("name", name)
+        overrides = case.get("parameters") or {}
+    params = load_case(name).Parameters(**overrides)
+    return {"u0": float(params.u0), "n": float(params.brunt_vaisala), "h0": float(params.h0),
+            "a": float(params.a)}
+
+
+def _read_mean_w(path: Path, t_start: float):
+    """(mean w, times used, note, coords, cell_nodes, parameters)."""
+    from dycore.io.netcdf import _import_netcdf4
+
+    netCDF4 = _import_netcdf4()
+    try:
+        ds = netCDF4.Dataset(path, "r")
+    except (OSError, RuntimeError) as exc:
+        raise OutputError(f"{path}: cannot open output file ({exc})") from None
+    try:
+        ds.set_auto_mask(False)
+        missing = [n for n in ("x", "y", "z", "cell_nodes", "time", "w") if n not in ds.variables]
+        if missing:
+            raise OutputError(f"{path}: not a dycore output file (no {', '.join(missing)})")
+        times = np.asarray(ds.variables["time"][:], dtype=float)
+        if len(times) == 0:
+            raise OutputError(f"{path}: the file holds no snapshot yet")
+        wvar = ds.variables["w"]
+        written = [i for i in range(len(times)) if np.all(np.isfinite(wvar[i, :]))]
+        if not written:
+            raise OutputError(f"{path}: w was not written in any snapshot")
+        use = [i for i in written if times[i] >= t_start]
+        if use:
+            note = (f"time mean over {len(use)} snapshot(s), t = {times[use[0]]:g}-"
+                    f"{times[use[-1]]:g} s (t >= {t_start:g} s)")
+        else:
+            use = [written[-1]]
+            note = (f"no snapshot with t >= {t_start:g} s (last: t = {times[use[0]]:g} s); "
+                    f"using the last snapshot only")
+        w = np.mean([np.asarray(wvar[i, :], dtype=float) for i in use], axis=0)
+        coords = np.column_stack([np.asarray(ds.variables[c][:], dtype=float) for c in "xyz"])
+        conn = ds.variables["cell_nodes"]
+        cells = np.asarray(conn[:, :], dtype=np.int64) - int(getattr(conn, "start_index", 0))
+        params = _case_parameters(ds)
+    except (OSError, RuntimeError, KeyError, IndexError) as exc:
+        raise OutputError(f"{path}: cannot read output file ({exc})") from None
+    finally:
+        ds.close()
+    return w, [float(times[i]) for i in use], note, coords, cells, params
+
+
+def verify(path, *, t_start: float = 5000.0, theory: BellMountainWaves | None = None,
+           keep_fields: bool = True) -> VerifyResult:
+    """Compute every verify metric for the output file ``path``."""
+    path = Path(path)
+    w, times, note, coords, cells, params = _read_mean_w(path, t_start)
+    if theory is None:
+        theory = BellMountainWaves(u0=params["u0"], n=params["n"], h0=params["h0"],
+                                   a=params["a"], **THEORY_GRID)
+
+    # model samples: section (plot range 0-9 km), planes
+    xs, zs = np.meshgrid(SECTION_X, PLOT_Z)
+    sec_pts = np.column_stack([xs.ravel(), np.zeros(xs.size), zs.ravel()])
+    px, py = np.meshgrid(PLANE_XY, PLANE_XY)
+    plane_pts = [np.column_stack([px.ravel(), py.ravel(), np.full(px.size, lev)])
+                 for lev in PLANE_LEVELS]
+    pts = np.concatenate([sec_pts] + plane_pts)
+    sampled = P1Locator(coords, cells, pts)(w)
+    n_sec = len(sec_pts)
+    model_sec = sampled[:n_sec].reshape(xs.shape)
+    model_planes = [sampled[n_sec + i * px.size: n_sec + (i + 1) * px.size].reshape(px.shape)
+                    for i in range(len(PLANE_LEVELS))]
+
+    theory_sec = theory.section_y0(SECTION_X, PLOT_Z)
+    terrain = bell_height(SECTION_X, 0.0, params["h0"], params["a"])
+    theory_sec[PLOT_Z[:, None] < terrain[None, :]] = np.nan       # below the ground
+    theory_planes = [theory.plane(lev, PLANE_XY, PLANE_XY) for lev in PLANE_LEVELS]
+
+    result = VerifyResult(path=str(path), times=times, note=note, parameters=params)
+    metric_rows = PLOT_Z >= SECTION_Z[0] - 1e-6
+    result.rows["section 1-9 km"] = metrics(model_sec[metric_rows], theory_sec[metric_rows])
+    for lo, hi in BANDS:
+        rows = (PLOT_Z >= lo - 1e-6) & (PLOT_Z <= hi + 1e-6)
+        result.rows[f"section {lo / 1e3:g}-{hi / 1e3:g} km"] = metrics(model_sec[rows],
+                                                                      theory_sec[rows])
+    for lev, m, r in zip(PLANE_LEVELS, model_planes, theory_planes):
+        name = f"plane {lev / 1e3:g} km"
+        result.rows[name] = metrics(m, r)
+        result.antisymmetry[name] = (antisymmetric_ratio(m), antisymmetric_ratio(r))
+
+    # summit node: the ground node nearest to the axis x = y = 0
+    r2 = coords[:, 0] ** 2 + coords[:, 1] ** 2
+    near = np.flatnonzero(r2 <= r2.min() * (1 + 1e-9) + 1e-9)
+    node = int(near[np.argmin(coords[near, 2])])
+    result.summit = {"node": node, "x": float(coords[node, 0]), "y": float(coords[node, 1]),
+                     "z": float(coords[node, 2]), "w": float(w[node]),
+                     "abs_w": float(abs(w[node]))}
+    if keep_fields:
+        result.fields = {"model_sec": model_sec, "theory_sec": theory_sec, "terrain": terrain,
+                         "model_planes": model_planes, "theory_planes": theory_planes}
+    return result
+
+
+def write_json(result: VerifyResult, out) -> Path:
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result.to_json(), indent=2, allow_nan=True) + "\n")
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write the JSON report ({exc})") from None
+    return out
+
+
+def plot_verify(result: VerifyResult, out) -> Path:
+    """PNG: model (top row) and linear theory (bottom row) on the y = 0 section (with terrain)
+    and on the planes z = 2, 4, 6 km, one colour scale per column."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    out = Path(out)
+    f = result.fields
+    km = 1e-3
+    fig = Figure(figsize=(20, 8.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 4, gridspec_kw={"width_ratios": [2.0, 1.0, 1.0, 1.0]})
+    columns = [("section", f["model_sec"], f["theory_sec"])] + [
+        (f"z = {lev * km:g} km", m, r)
+        for lev, m, r in zip(PLANE_LEVELS, f["model_planes"], f["theory_planes"])]
+    aloft = PLOT_Z >= SECTION_Z[0] - 1e-6        # colour scale of the section: the metric rows
+    for col, (title, model, theory) in enumerate(columns):
+        scaled = (model[aloft], theory[aloft]) if col == 0 else (model, theory)
+        vmax = float(np.nanmax(np.abs(np.concatenate([np.ravel(a) for a in scaled]))))
+        vmax = vmax if np.isfinite(vmax) and vmax > 0 else 1e-12
+        for row, (label, data) in enumerate((("model", model), ("linear theory", theory))):
+            ax = axes[row, col]
+            if col == 0:
+                image = ax.pcolormesh(SECTION_X * km, PLOT_Z * km, np.ma.masked_invalid(data),
+                                      cmap="RdBu_r", vmin=-vmax, vmax=vmax, shading="nearest",
+                                      rasterized=True)     # below 1 km: saturates
+                ax.fill_between(SECTION_X * km, 0.0, f["terrain"] * km, color="0.5", zorder=3)
+                ax.axhline(SECTION_Z[0] * km, color="k", lw=0.6, ls="--")
+                ax.set_xlabel("x [km]")
+                ax.set_ylabel("z [km]")
+                ax.set_title(f"{label}: w on y = 0 (metrics above the dashed line)")
+            else:
+                image = ax.pcolormesh(PLANE_XY * km, PLANE_XY * km, np.ma.masked_invalid(data),
+                                      cmap="RdBu_r", vmin=-vmax, vmax=vmax, shading="nearest",
+                                      rasterized=True)
+                ax.set_aspect("equal")
+                ax.set_xlabel("x [km]")
+                ax.set_ylabel("y [km]")
+                ax.set_title(f"{label}: w on {title}")
+        fig.colorbar(image, ax=axes[:, col], label="w [m/s]", shrink=0.8)
+    fig.suptitle(f"{Path(result.path).name}: {result.note}", fontsize=11)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=90)
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write the plot ({exc})") from None
+    return out
