@@ -34,12 +34,13 @@ transform per level. Errors:
 
 * truncation at ``|k| <= pi/dx``: ĥ there is ``exp(-pi a/dx)`` of its peak (4e-6 for the
   default dx = 250 m and a = 1 km; short waves are also evanescent, so aloft it is smaller);
-* periodic images of the mountain and its waves: the periodic field is the sum over copies
-  ``length`` apart; the bell decays as r^-3 and the 3-D wake decays downstream, so this error
-  falls with ``length``. The default (length = 512 km, dx = 250 m: a 2048^2 grid) changes the
-  verify metrics' reference by less than about 1e-3 relative against doubling ``length`` or
-  halving ``dx`` (tests/unit/test_linear_theory.py measures it; docs/verify.md lists the
-  figures).
+* periodic images of the mountain and its waves: the field is the sum over copies one period
+  apart. Along x this dominates: waves near k = N/U have m ~ 0, travel almost horizontally and
+  decay slowly downstream, so upstream copies' lee waves reach the window unless the x period
+  is thousands of km. The default (``length`` = 4096 km along x, ``length_y`` = 256 km,
+  dx = 250 m: a 1024 x 16384 grid, ~15 s for the verify section and planes) differs from an
+  8192 x 512 km synthesis by 7.5e-4 (y = 0 section) and <= 5.3e-4 (planes) relative;
+  512 km along x would give ~1e-2 (docs/verify.md has the convergence table).
 
 The ground condition is applied at z = 0 (flat-ground linearisation); the model's ground is at
 h(x, y) <= 400 m, so compare aloft (the verify section starts at z = 1 km).
@@ -82,9 +83,11 @@ class BellMountainWaves:
     h0, a : float
         Mountain height and half-width [m].
     length : float
-        Side of the periodic synthesis square [m] (default 512 km).
+        Period along x [m] (default 4096 km).
     dx : float
         Grid spacing [m] (default 250 m); ``length / dx`` must be an even integer.
+    length_y : float or None
+        Period along y [m] (default 256 km; None: ``length``).
     hydrostatic : bool
         Use the hydrostatic ``m^2 = N^2 K^2 / (U k)^2`` instead (for checks only).
 
