@@ -122,18 +122,10 @@ def _case_parameters(ds) -> dict:
 
 def _read_mean_w(path: Path, t_start: float):
     """(mean w, times used, note, coords, cell_nodes, parameters)."""
-    from dycore.io.netcdf import _import_netcdf4
+    from dycore.io.netcdf import open_output
 
-    netCDF4 = _import_netcdf4()
+    ds = open_output(path, ("x", "y", "z", "cell_nodes", "time", "w"))
     try:
-        ds = netCDF4.Dataset(path, "r")
-    except (OSError, RuntimeError) as exc:
-        raise OutputError(f"{path}: cannot open output file ({exc})") from None
-    try:
-        ds.set_auto_mask(False)
-        missing = [n for n in ("x", "y", "z", "cell_nodes", "time", "w") if n not in ds.variables]
-        if missing:
-            raise OutputError(f"{path}: not a dycore output file (no {', '.join(missing)})")
         times = np.asarray(ds.variables["time"][:], dtype=float)
         if len(times) == 0:
             raise OutputError(f"{path}: the file holds no snapshot yet")

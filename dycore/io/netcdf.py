@@ -166,6 +166,40 @@ def _import_netcdf4():
     return netCDF4
 
 
+def open_output(path, required=("x", "y", "z", "cell_nodes", "time"), attrs=(),
+                purpose: str = "", what: str = "output file"):
+    """Open a dycore output file for reading (masking off) after checking what it must hold.
+
+    Parameters
+    ----------
+    path : str or Path
+    required : variable names the file must have; attrs : global attributes it must have
+    purpose : appended to the "not a dycore output file" message (e.g. "; cannot restart
+        from it"); what : the file's role in the "cannot open" message
+
+    Returns
+    -------
+    netCDF4.Dataset (the caller closes it)
+
+    Raises
+    ------
+    OutputError when the file cannot be opened or lacks a variable or attribute (all named).
+    """
+    netCDF4 = _import_netcdf4()
+    try:
+        ds = netCDF4.Dataset(path, "r")
+    except (OSError, RuntimeError) as exc:
+        raise OutputError(f"{path}: cannot open {what} ({exc})") from None
+    ds.set_auto_mask(False)
+    missing = [n for n in required if n not in ds.variables]
+    missing += [f"{a} attribute" for a in attrs if a not in ds.ncattrs()]
+    if missing:
+        ds.close()
+        raise OutputError(f"{path}: not a dycore output file (no {', '.join(missing)})"
+                          f"{purpose}")
+    return ds
+
+
 class SnapshotWriter:
     """Create a netCDF-4 file for one run and append snapshots and diagnostics to it.
 
@@ -680,19 +714,9 @@ def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> Res
     from dycore.errors import ConfigError
 
     path = Path(path)
-    netCDF4 = _import_netcdf4()
+    ds = open_output(path, ("x", "y", "z", "cell_nodes", "time", *FIELDS), ("config",),
+                     "; cannot restart from it", what="restart file")
     try:
-        ds = netCDF4.Dataset(path, "r")
-    except (OSError, RuntimeError) as exc:
-        raise OutputError(f"{path}: cannot open restart file ({exc})") from None
-    try:
-        ds.set_auto_mask(False)
-        missing = [n for n in ("x", "y", "z", "cell_nodes", "time", *FIELDS)
-                   if n not in ds.variables]
-        if missing or "config" not in ds.ncattrs():
-            what = ", ".join(missing + ([] if "config" in ds.ncattrs() else ["config attribute"]))
-            raise OutputError(f"{path}: not a dycore output file (no {what}); cannot restart "
-                              "from it")
         times = np.asarray(ds.variables["time"][:], dtype=REAL)
         valid = np.flatnonzero(np.isfinite(times))
 
@@ -771,17 +795,8 @@ def read_last_snapshot(path: str | Path, *, fields: tuple[str, ...] | None = Non
         The file cannot be opened, is not a dycore output file, or holds no snapshot.
     """
     path = Path(path)
-    netCDF4 = _import_netcdf4()
+    ds = open_output(path)
     try:
-        ds = netCDF4.Dataset(path, "r")
-    except (OSError, RuntimeError) as exc:
-        raise OutputError(f"{path}: cannot open output file ({exc})") from None
-    try:
-        ds.set_auto_mask(False)
-        missing = [name for name in ("x", "y", "z", "cell_nodes", "time") if name not in
-                   ds.variables]
-        if missing:
-            raise OutputError(f"{path}: not a dycore output file (no {', '.join(missing)})")
         times = np.asarray(ds.variables["time"][:], dtype=REAL)
         valid = np.flatnonzero(np.isfinite(times))     # records blanked by a restart hold NaN
         if valid.size == 0:
