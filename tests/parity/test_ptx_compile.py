@@ -1,10 +1,10 @@
-"""Every device solver and vector kernel compiles for a real GPU (sm_90, the H100/H200), not just the simulator.
+"""Every device solver and vector kernel compiles for a real GPU (sm_90, the H100/H200).
 
 The simulator does no type checking, so code can pass there and still fail to compile. NVVM
-(from the ``cuda-toolkit[nvvm,nvrtc]`` wheels of the test extra) compiles to PTX without a GPU; this test
-does so in a subprocess with the simulator off, for the production and the strict (fma=0)
-options, and checks that no kernel spills to local memory and that strict PTX has no fused
-multiply-add.
+(from the ``cuda-toolkit[nvvm,nvrtc]`` wheels of the test extra) compiles to PTX without a
+GPU; this test does so in a subprocess with the simulator off, for the production and the
+strict (fma=0) options, and checks that no kernel spills to local memory and that strict PTX
+has no fused multiply-add.
 """
 import os
 import subprocess
