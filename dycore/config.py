@@ -314,6 +314,10 @@ class BackendConfig(_Section):
                                         "(bitwise reproducible)")
     strict: bool = _field(False, unit="-",
                           description="bitwise floating-point mode: no FMA contraction on the GPU")
+    graphs: bool = _field(True, unit="-",
+                          description="device solvers: replay solves and Picard iterations as "
+                                      "CUDA graphs (false: launch every kernel from Python, "
+                                      "with per-stage timers)")
     threads: int = _field(0, unit="threads",
                           description="CPU threads of @njit parallel loops (0 = all cores)", ge=0)
 

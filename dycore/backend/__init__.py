@@ -50,5 +50,5 @@ def select_backend(cfg):
             raise BackendUnavailableError(f"backend.name: gpu requested but {why}")
         from dycore.backend.gpu import GPUBackend
         return GPUBackend(solver_mode=cfg.solver_mode, assembly=cfg.assembly, strict=cfg.strict,
-                          threads=cfg.threads)
+                          threads=cfg.threads, graphs=cfg.graphs)
     raise ConfigError(f"backend.name: unknown backend '{name}' (expected cpu, gpu or auto)")

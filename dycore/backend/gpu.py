@@ -36,12 +36,13 @@ class Graph:
     issue : callable with no arguments that launches kernels through ``backend.launch``
     """
 
-    def __init__(self, backend, issue):
+    def __init__(self, backend, issue, capture=True):
         self.b = backend
         self.issue = issue
         self.graph = None
+        self.direct = not capture                # replays are plain launches
         before = backend.counters.launches
-        if not backend.simulator:
+        if capture and not backend.simulator:
             import cupy
             stream = backend.stream
             try:
@@ -63,7 +64,7 @@ class Graph:
         Under the simulator the kernels are re-issued and counted as a replay, as on a GPU;
         after a failed capture they are launched directly and counted as launches."""
         c = self.b.counters
-        if self.graph is None and not self.b.simulator:
+        if self.direct or (self.graph is None and not self.b.simulator):
             self.issue()
             return
         c.graph_replays += 1
@@ -88,12 +89,14 @@ class GPUBackend:
         arrays + gather by nonzero in the CPU's order)
     strict : compile kernels without FMA contraction and without LTO (bitwise mode)
     block : threads per block of element kernels
+    graphs : capture solves and Picard iterations as CUDA graphs (False: every kernel is
+        launched from Python; the same kernels in the same order)
     """
 
     name = "gpu"
 
     def __init__(self, solver_mode="host", assembly="atomic", strict=False, threads=0,
-                 block=128):
+                 block=128, graphs=True):
         self.simulator = bool(numba_config.ENABLE_CUDASIM)
         if self.simulator:
             self.xp = np
@@ -107,6 +110,7 @@ class GPUBackend:
         self.assembly = assembly
         self.strict = strict
         self.block = block
+        self.graphs = graphs
         self.kernels = get_kernels(strict)
         self.counters = Counters()
         self.stream, self.nb_stream = None, 0
@@ -185,8 +189,9 @@ class GPUBackend:
         """A :class:`Graph` of the kernels ``issue()`` launches through :meth:`launch`.
 
         On a GPU the launches are captured once from the backend's stream into a CUDA graph
-        (nothing runs during capture); under the simulator the graph re-issues them."""
-        return Graph(self, issue)
+        (nothing runs during capture); under the simulator the graph re-issues them; with
+        ``graphs=False`` nothing is captured and a replay launches them from Python."""
+        return Graph(self, issue, capture=self.graphs)
 
     def csr(self, data, indices, indptr, shape):
         """A :class:`DeviceCSR` over host (data, indices, indptr): our SpMV in SciPy's row order

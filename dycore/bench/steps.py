@@ -43,6 +43,9 @@ def step_variants(cpu: bool, gpu: bool, device_solver: bool) -> list[tuple[str, 
     if gpu and device_solver:
         out.append(("gpu + device solvers", {"name": "gpu", "solver_mode": "device",
                                              "assembly": "atomic"}, 0))
+        out.append(("gpu + device solvers, no graphs", {"name": "gpu", "solver_mode": "device",
+                                                        "assembly": "atomic", "graphs": False},
+                    0))
     if gpu:
         out.append(("gpu + host solvers", {"name": "gpu", "solver_mode": "host",
                                            "assembly": "atomic"}, 0))

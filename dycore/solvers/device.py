@@ -134,9 +134,9 @@ class DeviceSystems:
 
     @property
     def graph_ready(self) -> bool:
-        """Whether a whole Picard iteration may be captured: every solve has run, verified,
-        and is replayed unchecked."""
-        return not self.check
+        """Whether a whole Picard iteration may be captured: graphs are on and every solve has
+        run, been verified, and is replayed unchecked."""
+        return self.b.graphs and not self.check
 
     def _solved(self, solver, slot):
         solver.accumulate(self.stats, 2 * slot)

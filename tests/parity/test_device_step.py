@@ -13,7 +13,9 @@ from dycore.timestepping.simulation import build_simulation
 
 
 def _sim(mode):
-    backend = {"name": "cpu"} if mode == "cpu" else {"name": "gpu", "solver_mode": mode}
+    backend = ({"name": "cpu"} if mode == "cpu" else
+               {"name": "gpu", "solver_mode": "device", "graphs": False} if mode == "direct" else
+               {"name": "gpu", "solver_mode": mode})
     cfg = load_config("configs/mountainwave3d_small.yaml", {
         "mesh": {"nx": 2, "ny": 2, "nz": 2}, "backend": backend, "output": {"progress": False}})
     return build_simulation(cfg)
@@ -22,7 +24,7 @@ def _sim(mode):
 @pytest.fixture(scope="module")
 def two_steps():
     out = {}
-    for mode in ("device", "host", "cpu"):
+    for mode in ("device", "direct", "host", "cpu"):
         sim = _sim(mode)
         sim.step()
         before = sim.backend.counters.snapshot()
@@ -52,3 +54,12 @@ def test_device_step_issues_few_launches_and_syncs(two_steps):
     assert counts["syncs"] == 3            # Picard test, end-of-step scalars, solver statistics
     assert counts["launches"] <= 12        # statistics reset, end-of-step scalars, commit copies
     assert counts["graph_kernels"] > 50 * counts["launches"]
+
+
+def test_graph_replays_equal_direct_launches_bitwise(two_steps):
+    """backend.graphs: false launches the same kernels in the same order from Python."""
+    fg = two_steps["device"][0].host_fields()
+    fd = two_steps["direct"][0].host_fields()
+    assert all(np.array_equal(fg[name], fd[name]) for name in fg)
+    counts = two_steps["direct"][2]
+    assert counts["graph_replays"] == 0 and counts["launches"] > 300
