@@ -1,6 +1,9 @@
 """dycore: the continuous-Galerkin core of a Fluidity-Atmosphere-style dynamical core.
 
 Data flow (and folder order): mesh -> fem -> assembly -> solvers -> physics/timestepping -> io -> cli.
+
+Python API (README.md, "Python API"): ``dycore.load_config``, ``dycore.Simulation`` (with
+``Simulation.run``), ``dycore.open_output`` (an xarray Dataset), imported on first use.
 """
 from importlib.metadata import PackageNotFoundError, version as _version
 
@@ -9,4 +12,27 @@ try:
 except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+#: public names imported on first use (``import dycore`` stays light: no numba, CUDA or netCDF)
+_LAZY = {
+    "load_config": "dycore.api",
+    "open_output": "dycore.api",
+    "Simulation": "dycore.timestepping.simulation",
+    "run_from_config": "dycore.timestepping.simulation",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dycore' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

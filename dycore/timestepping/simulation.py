@@ -90,6 +90,55 @@ class Simulation:
             info = self.stepper.step(self.state)   # ends with a device→host read of its scalars
         return step_diagnostics(info)
 
+    def run(self, until: float | None = None, *, steps: int | None = None,
+            callbacks=()) -> int:
+        """Step the state in memory (no output file: that is :func:`run_from_config`'s job).
+
+        Parameters
+        ----------
+        until : model time [s] to reach: ``ceil((until - state.t) / time.dt)`` steps (none when
+            ``until <= state.t``). Default, with ``steps`` also None: ``time.t_end``.
+        steps : number of steps instead of ``until`` (give one of the two)
+        callbacks : callables ``fn(sim, diag)`` called after every step with this Simulation and
+            the step's diagnostics (``max_abs_w`` [m/s], ... as in the output file, plus ``step``,
+            the step number since t = 0, and ``t`` [s]); one returning True stops the run after
+            that step.
+
+        Returns
+        -------
+        int : the steps taken.
+
+        Raises
+        ------
+        ValueError for both or negative ``until``/``steps``; InstabilityError when a step's
+        diagnostics are non-finite or max|w| exceeds ``stability.max_speed_factor`` x the inflow
+        speed (as ``dycore run``); the stepper's own errors (SolverDivergedError, ...).
+        """
+        import math
+
+        from dycore.errors import InstabilityError
+        from dycore.preflight import StabilityWatch, inflow_speed
+
+        dt = self.config.time.dt
+        if until is not None and steps is not None:
+            raise ValueError("Simulation.run: give until= or steps=, not both")
+        if steps is None:
+            target = self.config.time.t_end if until is None else float(until)
+            steps = max(0, math.ceil((target - self.state.t) / dt - 1e-9))
+        elif steps < 0:
+            raise ValueError(f"Simulation.run: steps must be >= 0 (got {steps})")
+        watch = StabilityWatch(self.config.stability.max_speed_factor, inflow_speed(self.params))
+        for taken in range(1, int(steps) + 1):
+            diag = self.step()
+            problem = watch.step_problem(diag)
+            if problem:
+                raise InstabilityError(f"unstable run at t = {self.state.t:g} s: {problem}")
+            diag["step"] = int(round(self.state.t / dt))
+            diag["t"] = self.state.t
+            if any([bool(fn(self, diag)) for fn in callbacks]):
+                return taken
+        return int(steps)
+
     def host_fields(self) -> dict:
         return self.state.host_fields(self.backend.to_host)
 
