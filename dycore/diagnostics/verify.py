@@ -256,9 +256,5 @@ def plot_verify(result: VerifyResult, out) -> Path:
                 ax.set_title(f"{label}: w on {title}")
         fig.colorbar(image, ax=axes[:, col], label="w [m/s]", shrink=0.8)
     fig.suptitle(f"{Path(result.path).name}: {result.note}", fontsize=11)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=90)
-    except OSError as exc:
-        raise OutputError(f"{out}: cannot write the plot ({exc})") from None
-    return out
+    from dycore.io.plot import save_png
+    return save_png(fig, out, dpi=90)

@@ -17,7 +17,7 @@ import numpy as np
 from dycore.errors import OutputError
 from dycore.io.netcdf import read_last_snapshot
 
-__all__ = ["PlaneSection", "plane_section", "sample_section", "plot_w"]
+__all__ = ["PlaneSection", "plane_section", "sample_section", "plot_w", "save_png"]
 
 _AXES = "xyz"
 
@@ -270,9 +270,19 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, z_level: flo
     _draw_section(fig, right, sections[1], t, f"w on z = {z_level * 1e-3:g} km",
                   fill_below=False)
     right.set_aspect("equal")
+    return save_png(fig, png_path, dpi=120)
+
+
+def save_png(fig, path, dpi: int):
+    """Write ``fig`` to ``path`` (parent folders created); returns ``path``.
+
+    Raises
+    ------
+    OutputError naming the path when it cannot be written.
+    """
     try:
-        png_path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(png_path, dpi=120)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
     except OSError as exc:
-        raise OutputError(f"{png_path}: cannot write the plot ({exc})") from None
-    return png_path
+        raise OutputError(f"{path}: cannot write the plot ({exc})") from None
+    return path
