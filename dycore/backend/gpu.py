@@ -79,6 +79,25 @@ class Graph:
         c.launches = saved
 
 
+class EventMarker:
+    """CUDA-event clock marker for :class:`StageTimers`, recorded on the backend's stream
+    (no synchronize until :meth:`elapsed_ms` is read)."""
+
+    __slots__ = ("ev", "stream")
+
+    def __init__(self, stream=0):
+        self.stream = stream
+
+    def record(self) -> "EventMarker":
+        self.ev = cuda.event(timing=True)
+        self.ev.record(self.stream)
+        return self
+
+    def elapsed_ms(self, later: "EventMarker") -> float:
+        later.ev.synchronize()
+        return cuda.event_elapsed_time(self.ev, later.ev)
+
+
 class GPUBackend:
     """Backend value for an NVIDIA GPU (or the CUDA simulator).
 

@@ -1,6 +1,8 @@
 """Counts of what a run issues to the device: launches, graph replays, host syncs, allocations."""
 from __future__ import annotations
 
+import weakref
+
 __all__ = ["Counters"]
 
 
@@ -26,15 +28,26 @@ class Counters:
         return {f: getattr(self, f) for f in self.FIELDS}
 
     def watch_cupy_allocations(self) -> None:
-        """Count every CuPy memory-pool allocation of this process from now on."""
-        from cupy.cuda import memory_hook
+        """Count every CuPy memory-pool allocation of this process from now on.
 
-        counters = self
+        One CuPy memory hook is installed per process (CuPy refuses two hooks of one name);
+        it adds to every :class:`Counters` that asked, for as long as that object lives."""
+        _WATCHERS.add(self)
+        global _HOOK
+        if _HOOK is not None:
+            return
+        from cupy.cuda import memory_hook
 
         class _Count(memory_hook.MemoryHook):
             name = "dycore-counter"
 
             def malloc_preprocess(self, **kwargs):
-                counters.allocations += 1
+                for c in list(_WATCHERS):
+                    c.allocations += 1
 
-        _Count().__enter__()     # stays installed for the life of the process
+        _HOOK = _Count()
+        _HOOK.__enter__()        # stays installed for the life of the process
+
+
+_WATCHERS: "weakref.WeakSet[Counters]" = weakref.WeakSet()
+_HOOK = None
