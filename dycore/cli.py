@@ -331,7 +331,8 @@ def _add_bench(subparsers) -> None:
     parser.add_argument("--repeat", type=_positive_int, default=10, metavar="N",
                         help="timed repetitions per kernel after warm-up (default: 10)")
     parser.add_argument("--steps", type=_positive_int, default=3, metavar="K",
-                        help="timed steps per simulation after 1 warm-up step (default: 3)")
+                        help="timed steps per simulation after the warm-up (1 step; 2 with "
+                        "device solvers) (default: 3)")
     parser.add_argument("--mesh", metavar="NX,NY,NZ",
                         help="override the mesh size (also sets the scaling sizes to 1x, "
                              "1.5x, 2x of it unless --sizes is given)")

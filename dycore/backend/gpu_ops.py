@@ -41,7 +41,7 @@ class DeviceCSR:
         b = self.b
         ops = b.ops
         b.launch(ops.k.bsr_spmv, ops.grid(self.shape[0]), self.indptr, self.indices,
-                 self.data, 1, b.nb(x.reshape(-1)), ops.empty, b.nb(out.reshape(-1)), 0,
+                 self.data, 1, 1, b.nb(x.reshape(-1)), ops.empty, b.nb(out.reshape(-1)), 0,
                  ops.empty, 0, ops.no_partial, ops.running)
 
     def __matmul__(self, x):

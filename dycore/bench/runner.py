@@ -338,7 +338,7 @@ class _Bench:
         nele = next(iter(out.values()))["nele"] if out else 0
         self.table("steps", format_table(
             f"time step (paper Tables 8-10), {nele} tetrahedra: ms per step, median [min-max] "
-            f"of {self.steps} after 1 warm-up step; per step (median, counted by the backend): "
+            f"of {self.steps} after the warm-up step(s); per step (median, counted by the backend): "
             f"kernel launches issued from Python, CUDA-graph replays and the kernels they ran, "
             f"host syncs, CuPy allocations; solver iterations of the last step (all solves)",
             ["variant", "step ms", "build s", "warm-up s", "vs 1 core", "launches", "replays",
@@ -373,9 +373,10 @@ class _Bench:
                             "device_bytes_per_element": mem})
                 rows.append([key, label, str(r["nele"]), fmt_time(r["step"], 1),
                              f"{per_ele_us:.3f}", fmt_num(mem, ".0f"), f"{r['build_s']:.2f}"])
+                self.say(f"  scaling {key} {label}: {fmt_time(r['step'], 1)} ms per step")
         self.res["scaling"] = out
         self.table("scaling", format_table(
-            f"scaling: ms per step, median [min-max] of {self.steps} after 1 warm-up step",
+            f"scaling: ms per step, median [min-max] of {self.steps} after the warm-up step(s)",
             ["mesh", "variant", "tets", "step ms", "us/element", "GPU B/element", "build s"],
             rows))
 

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from dycore.solvers.krylov import DeviceMatrix
+from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, group_size
 
 __all__ = ["smoother_coefficients", "HostHierarchy", "vcycle_reference", "DeviceVCycle",
            "DeviceJacobi"]
@@ -98,23 +98,50 @@ class HostHierarchy:
         self.sizes = [lev.A.shape[0] for lev in ml.levels]
 
 
-def vcycle_reference(h: HostHierarchy, b: np.ndarray) -> np.ndarray:
-    """The V-cycle of :class:`DeviceVCycle` in NumPy/SciPy: z ≈ A⁻¹ b, (n,) float64."""
+def grouped_matvec(a, x, g: int) -> np.ndarray:
+    """A x summed in the row kernels' order (:mod:`dycore.solvers.kernels`): lane j of a row's
+    ``g`` lanes adds entries j, j+g, ... in index order from 0.0, then the lanes meet in a fixed
+    tree (lane l += lane l+g/2, then l+g/4, ...). ``g = 1`` is SciPy's order. (n,) float64."""
+    a = a.tocsr()
+    a.sort_indices()
+    n = a.shape[0]
+    start, length = a.indptr[:-1], np.diff(a.indptr)
+    lanes = np.zeros((n, g))
+    for m in range(int(-(-length.max() // g)) if n and length.max() else 0):
+        for j in range(g):
+            pos = m * g + j
+            rows = np.flatnonzero(length > pos)
+            k = start[rows] + pos
+            lanes[rows, j] += a.data[k] * x[a.indices[k]]
+    off = g // 2
+    while off > 0:
+        lanes[:, :off] += lanes[:, off:2 * off]
+        off //= 2
+    return lanes[:, 0].copy()
+
+
+def vcycle_reference(h: HostHierarchy, b: np.ndarray, max_group: int = MAX_GROUP) -> np.ndarray:
+    """The V-cycle of :class:`DeviceVCycle` in NumPy: z ≈ A⁻¹ b, (n,) float64, with every row
+    sum in the device kernels' order (threads per row from :func:`group_size`, at most
+    ``max_group``), so the two agree bitwise where the device does not contract a·b + c."""
+
+    def mv(a, x):
+        return grouped_matvec(a, x, group_size(a.nnz / max(a.shape[0], 1), max_group))
 
     def smooth(a, dinv, coef, b, x):
         d = None
         for c1, c2 in coef:
-            r = b if x is None else b - a @ x
+            r = b if x is None else b - mv(a, x)
             d = c1 * (dinv * r) + (0.0 if d is None else c2 * d)
             x = d.copy() if x is None else x + d
         return x
 
     def cycle(level, b):
         if level == len(h.levels):
-            return h.coarse_inv @ b
+            return mv(sp.csr_matrix(h.coarse_inv), b)
         a, p, r, dinv, coef = h.levels[level]
         x = smooth(a, dinv, coef, b, None)
-        x = x + p @ cycle(level + 1, r @ (b - a @ x))
+        x = x + mv(p, cycle(level + 1, mv(r, b - mv(a, x))))
         return smooth(a, dinv, coef, b, x)
 
     return cycle(0, np.asarray(b, np.float64))
@@ -140,15 +167,20 @@ class DeviceVCycle:
                 R=DeviceMatrix.from_scipy(la, R), dinv=la.nb(la.b.to_device(dinv)), coef=coef,
                 n=n, bufs=bufs, d=la.zeros(n)[1], r=la.zeros(n)[1], b=la.zeros(n)[1]))
         nc = h.coarse_inv.shape[0]
-        self.coarse_inv = la.nb(la.b.to_device(np.ascontiguousarray(h.coarse_inv)))
+        # the coarsest solve z = A_c⁺ b: the dense pseudo-inverse as a CSR matrix, so that its
+        # rows are summed by a thread group like every other level
+        self.coarse = DeviceMatrix.from_scipy(la, sp.csr_matrix(h.coarse_inv))
         self.coarse_b, self.coarse_x = la.zeros(nc)[1], la.zeros(nc)[1]
+        #: rows of block partials of r·z that :meth:`issue` leaves in ``partial``
+        self.nparts = (la.nparts(self.levels[0]["A"]) if self.levels else la.nblocks(nc))
 
     def _smooth(self, lev, b, x, partial, ctl):
-        la, k = self.la, self.la.k
+        la, k, a = self.la, self.la.k, lev["A"]
         for step, (c1, c2) in enumerate(lev["coef"]):
             dst = next(buf for buf in lev["bufs"] if buf is not x)
             last = step == len(lev["coef"]) - 1
-            la.launch(k.smooth, lev["n"], lev["A"].indptr, lev["A"].indices, lev["A"].data,
+            g = 1 if x is None else a.g          # the first step from x = 0 sums no row
+            la.launch(k.smooth, lev["n"] * g, a.indptr, a.indices, a.data, g,
                       lev["bufs"][0] if x is None else x, b, lev["dinv"], lev["d"], dst,
                       c1, c2, 1 if x is None else 0, 1 if (last and partial is not None) else 0,
                       partial if (last and partial is not None) else la.no_partial, ctl)
@@ -158,8 +190,7 @@ class DeviceVCycle:
     def _cycle(self, level, b, partial, ctl):
         la = self.la
         if level == len(self.levels):
-            la.launch(la.k.dense_matvec, self.coarse_x.shape[0], self.coarse_inv, b,
-                      self.coarse_x, ctl)
+            la.spmv(self.coarse, b, self.coarse_x, ctl=ctl)
             return self.coarse_x
         lev = self.levels[level]
         x = self._smooth(lev, b, None, None, ctl)
@@ -171,11 +202,11 @@ class DeviceVCycle:
         return self._smooth(lev, b, x, partial, ctl)
 
     def issue(self, r, partial, ctl):
-        """Launch z = V(r) and the block partials of r·z into ``partial``; returns z's view."""
+        """Launch z = V(r) and the block partials of r·z into ``partial`` (:attr:`nparts`
+        rows); returns z's view."""
         la = self.la
         if not self.levels:
-            la.launch(la.k.dense_matvec, self.coarse_x.shape[0], self.coarse_inv, r,
-                      self.coarse_x, ctl)
+            la.spmv(self.coarse, r, self.coarse_x, ctl=ctl)
             la.launch(la.k.bi_dots_ts, self.coarse_x.shape[0], self.coarse_x, r, partial, ctl)
             return self.coarse_x
         return self._cycle(0, r, partial, ctl)
@@ -194,9 +225,10 @@ class DeviceJacobi:
         self.la, self.a = la, a
         self.dinv = la.nb(la.b.to_device(np.asarray(dinv, np.float64)))
         self.z, self.d = la.zeros(a.n)[1], la.zeros(a.n)[1]
+        self.nparts = la.nblocks(a.nrow)       #: rows of block partials of r·z
 
     def issue(self, r, partial, ctl):
         la, a = self.la, self.a
-        la.launch(la.k.smooth, a.nrow, a.indptr, a.indices, a.data, self.z, r, self.dinv,
+        la.launch(la.k.smooth, a.nrow, a.indptr, a.indices, a.data, 1, self.z, r, self.dinv,
                   self.d, self.z, 1.0, 0.0, 1, 1, partial, ctl)
         return self.z

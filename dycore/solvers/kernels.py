@@ -10,8 +10,13 @@ Conventions
 -----------
 - A matrix is block-CSR with ``bs``×``bs`` blocks (``bs = 1``: CSR; ``bs = 3``: the momentum
   BCSR): ``indptr`` (nrow+1,) int32, ``indices`` (nnzb,) int32, ``data`` (nnzb·bs·bs,) float64,
-  row-major within a block. Vectors are flat float64 arrays of length nrow·bs. One thread per
-  block row; a row sum runs in index order from 0.0 (SciPy's ``csr_matvec`` order).
+  row-major within a block. Vectors are flat float64 arrays of length nrow·bs. A block row is
+  summed by a group of ``g`` consecutive threads (``g`` a power of two ≤ 32, chosen per matrix
+  from its nonzeros per row): lane j adds entries j, j+g, j+2g, ... in index order from 0.0, and
+  the lanes' sums meet in a fixed tree (lane l += lane l+g/2, then l+g/4, ...). ``g = 1`` is
+  SciPy's ``csr_matvec`` order. A long row summed by one thread is a chain of dependent loads
+  (one memory latency per nonzero); a group shortens the chain g-fold and reads each row in
+  coalesced segments.
 - ``ctl`` (NCTL,) float64 is the solve's control array (slots below). Every iteration kernel
   returns at once when ``ctl[DONE] != 0``.
 - Dot products are deterministic two-pass reductions: each block writes its partial sums (fixed
@@ -162,20 +167,43 @@ def build_solver_kernels(jit, device_jit, rb: int):
             if ncol == 2:
                 partial[cuda.blockIdx.x, 1] = sh[1, 0]
 
-    def bsr_spmv(indptr, indices, data, bs, x, b, y, mode, w, ndot, partial, ctl):
-        """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) over block rows; with
-        ``ndot`` also the block partial of w·y (arguments not used may be 1-element dummies)."""
+    @device_jit
+    def group_sum(sg, t, lane, g, s0, s1, s2):
+        """Tree sum of s0..s2 over the ``g`` lanes of each thread group (fixed order: lane l
+        adds lane l+g/2, then l+g/4, ...); lane 0 of a group returns the group's sums. Every
+        thread of the block calls it (it synchronises the block)."""
+        sg[0, t] = s0
+        sg[1, t] = s1
+        sg[2, t] = s2
+        off = g // 2
+        while off > 0:
+            cuda.syncthreads()
+            if lane < off:
+                sg[0, t] += sg[0, t + off]
+                sg[1, t] += sg[1, t + off]
+                sg[2, t] += sg[2, t + off]
+            off //= 2
+        cuda.syncthreads()
+        return sg[0, t], sg[1, t], sg[2, t]
+
+    def bsr_spmv(indptr, indices, data, bs, g, x, b, y, mode, w, ndot, partial, ctl):
+        """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) over block rows, each
+        summed by ``g`` threads; with ``ndot`` also the block partial of w·y (arguments not
+        used may be 1-element dummies). Launch nrow·g threads."""
         sh = cuda.shared.array((2, RB), float64)
+        sg = cuda.shared.array((3, RB), float64)
         if ctl[DONE] != 0.0:
             return
-        i = cuda.grid(1)
+        gi = cuda.grid(1)
         t = cuda.threadIdx.x
+        i = gi // g
+        lane = gi - i * g
         acc = 0.0
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
         if i < indptr.shape[0] - 1:
-            s0 = 0.0
-            s1 = 0.0
-            s2 = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
+            for k in range(indptr[i] + lane, indptr[i + 1], g):
                 base = k * bs * bs
                 col = indices[k] * bs
                 if bs == 1:
@@ -193,6 +221,9 @@ def build_solver_kernels(jit, device_jit, rb: int):
                     s2 += data[base + 6] * x0
                     s2 += data[base + 7] * x1
                     s2 += data[base + 8] * x2
+        if g > 1:
+            s0, s1, s2 = group_sum(sg, t, lane, g, s0, s1, s2)
+        if i < indptr.shape[0] - 1 and lane == 0:
             for a in range(bs):
                 s = s0
                 if a == 1:
@@ -210,24 +241,33 @@ def build_solver_kernels(jit, device_jit, rb: int):
         if ndot:
             store_partials(sh, t, partial, acc, 0.0, 1)
 
-    def smooth(indptr, indices, data, x, b, dinv, d, x_new, c1, c2, first, ndot, partial, ctl):
-        """One polynomial (Chebyshev / damped-Jacobi) smoothing step on a CSR level:
+    def smooth(indptr, indices, data, g, x, b, dinv, d, x_new, c1, c2, first, ndot, partial,
+               ctl):
+        """One polynomial (Chebyshev / damped-Jacobi) smoothing step on a CSR level, each row
+        summed by ``g`` threads (launch nrow·g threads; ``first`` needs no row sum: g = 1):
         d = c1·D⁻¹(b − A x) + c2·d; x_new = x + d (``first``: x = 0, d = c1·D⁻¹b, x_new = d).
         With ``ndot`` also the block partial of b·x_new."""
         sh = cuda.shared.array((2, RB), float64)
+        sg = cuda.shared.array((3, RB), float64)
         if ctl[DONE] != 0.0:
             return
-        i = cuda.grid(1)
+        gi = cuda.grid(1)
         t = cuda.threadIdx.x
+        i = gi // g
+        lane = gi - i * g
+        n = indptr.shape[0] - 1
         acc = 0.0
-        if i < indptr.shape[0] - 1:
+        s = 0.0
+        if not first and i < n:
+            for k in range(indptr[i] + lane, indptr[i + 1], g):
+                s += data[k] * x[indices[k]]
+        if g > 1:
+            s, _, _ = group_sum(sg, t, lane, g, s, 0.0, 0.0)
+        if i < n and lane == 0:
             if first:
                 di = c1 * (dinv[i] * b[i])
                 xn = di
             else:
-                s = 0.0
-                for k in range(indptr[i], indptr[i + 1]):
-                    s += data[k] * x[indices[k]]
                 di = c1 * (dinv[i] * (b[i] - s)) + c2 * d[i]
                 xn = x[i] + di
             d[i] = di
@@ -235,17 +275,6 @@ def build_solver_kernels(jit, device_jit, rb: int):
             acc = b[i] * xn
         if ndot:
             store_partials(sh, t, partial, acc, 0.0, 1)
-
-    def dense_matvec(m, x, y, ctl):
-        """y = M x for a small dense (n, n) M (the AMG coarsest level)."""
-        if ctl[DONE] != 0.0:
-            return
-        i = cuda.grid(1)
-        if i < y.shape[0]:
-            s = 0.0
-            for j in range(m.shape[1]):
-                s += m[i, j] * x[j]
-            y[i] = s
 
     def finish(partial, nparts, op, slot, ctl):
         """Sum partial[:nparts, :2] in a fixed order (one block) and apply ``op`` to ctl."""
@@ -257,8 +286,15 @@ def build_solver_kernels(jit, device_jit, rb: int):
         for c in range(2):
             s = 0.0
             if c < ncol:
-                for q in range(t, nparts, RB):
+                # four independent loads in flight per thread, then their sum: fixed order
+                q = t
+                while q + 3 * RB < nparts:
+                    s += (partial[q, c] + partial[q + RB, c]) + (
+                        partial[q + 2 * RB, c] + partial[q + 3 * RB, c])
+                    q += 4 * RB
+                while q < nparts:
                     s += partial[q, c]
+                    q += RB
             sh[c, t] = s
         block_sum(sh, 0, t)
         block_sum(sh, 1, t)
@@ -428,7 +464,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
     from dycore.solvers.vector_kernels import build_vector_kernels
     return SolverKernels(rb=RB, **build_vector_kernels(jit, device_jit, rb),
                          bsr_spmv=jit(bsr_spmv), smooth=jit(smooth),
-                         dense_matvec=jit(dense_matvec), finish=jit(finish),
+                         finish=jit(finish),
                          init_residual=jit(init_residual), update_xr=jit(update_xr),
                          cg_update_p=jit(cg_update_p), bi_update_p=jit(bi_update_p),
                          bi_update_s=jit(bi_update_s), bi_dots_ts=jit(bi_dots_ts),

@@ -24,7 +24,11 @@ import numpy as np
 from dycore.solvers import kernels as K
 from dycore.errors import SolverDivergedError
 
-__all__ = ["DeviceLinalg", "DeviceMatrix", "DevicePCG", "DeviceBiCGStab"]
+__all__ = ["DeviceLinalg", "DeviceMatrix", "DevicePCG", "DeviceBiCGStab", "group_size",
+           "MAX_GROUP"]
+
+#: most threads per matrix row in the row kernels (one warp)
+MAX_GROUP = 32
 
 
 class DeviceLinalg:
@@ -34,11 +38,17 @@ class DeviceLinalg:
     ----------
     backend : GPUBackend (a GPU or the CUDA simulator)
     rb : threads per block of every solver kernel (a power of two)
+    max_group : most threads per matrix row in the row kernels (a power of two ≤ min(32, rb);
+        None: min(32, rb))
     """
 
-    def __init__(self, backend, rb: int = 256):
+    def __init__(self, backend, rb: int = 256, max_group: int | None = None):
         from dycore.backend.gpu_kernels import get_solver_kernels
-        self.b, self.rb = backend, rb
+        if max_group is None:
+            max_group = min(MAX_GROUP, rb)
+        if max_group < 1 or max_group & (max_group - 1) or max_group > min(32, rb):
+            raise ValueError(f"max_group {max_group}: expected a power of two <= min(32, rb)")
+        self.b, self.rb, self.max_group = backend, rb, max_group
         self.k = get_solver_kernels(backend.strict, rb)
         # dummies for arguments a kernel does not use (1 element: no zero-size device arrays)
         self.empty_f = self.nb(backend.xp.zeros(1))
@@ -62,12 +72,29 @@ class DeviceLinalg:
     def finish(self, partial, nparts: int, op: int, ctl, slot: int = 0):
         self.b.launch(self.k.finish, (1, self.rb), partial, nparts, op, slot, ctl)
 
-    def spmv(self, a, x, y, mode=0, b=None, w=None, partial=None, ctl=None):
-        """y = A x / b − A x / y + A x (mode 0/1/2), optionally with block partials of w·y."""
-        self.launch(self.k.bsr_spmv, a.nrow, a.indptr, a.indices, a.data, a.bs, x,
+    def nparts(self, a) -> int:
+        """Rows of block partials that a dot-producing row kernel over ``a`` writes."""
+        return self.nblocks(a.nrow * a.g)
+
+    def spmv(self, a, x, y, mode=0, b=None, w=None, partial=None, ctl=None) -> int:
+        """y = A x / b − A x / y + A x (mode 0/1/2), optionally with block partials of w·y;
+        ``a.g`` threads per block row. Returns the number of partial rows (for :meth:`finish`).
+        """
+        self.launch(self.k.bsr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.bs, a.g, x,
                     self.empty_f if b is None else b, y, mode,
                     self.empty_f if w is None else w, 0 if partial is None else 1,
                     self.no_partial if partial is None else partial, ctl)
+        return self.nparts(a)
+
+
+def group_size(nnz_per_row: float, max_group: int = MAX_GROUP) -> int:
+    """Threads that sum one block row: the power of two nearest below nnz_per_row / 4, in
+    [1, max_group] (about four nonzeros per thread: a short dependent-load chain per thread,
+    few idle lanes)."""
+    g = 1
+    while g * 2 <= min(max_group, nnz_per_row / 4.0):
+        g *= 2
+    return g
 
 
 class DeviceMatrix:
@@ -79,15 +106,19 @@ class DeviceMatrix:
     indptr : (nrow+1,) int32; indices : (nnzb,) int32 — backend or host arrays
     data : (nnzb·bs·bs,) float64 backend array (e.g. an assembler's values buffer, used in place)
     bs : 1 (CSR) or 3 (BCSR 3×3)
+    g : threads per block row in the row kernels (None: :func:`group_size` of the mean nonzero
+        blocks per row; 1: SciPy's summation order)
     """
 
-    def __init__(self, la, indptr, indices, data, bs: int = 1):
+    def __init__(self, la, indptr, indices, data, bs: int = 1, g: int | None = None):
         self.indptr = la.nb(self._device(la, indptr, np.int32))
         self.indices = la.nb(self._device(la, indices, np.int32))
         self.data = la.nb(self._device(la, data, np.float64).reshape(-1))
         self.nrow = int(self.indptr.shape[0]) - 1
         self.bs = bs
         self.n = self.nrow * bs
+        self.g = g if g is not None else group_size(
+            int(self.indices.shape[0]) / max(self.nrow, 1), la.max_group)
 
     @staticmethod
     def _device(la, a, dtype):
@@ -97,11 +128,11 @@ class DeviceMatrix:
         return a if a.dtype == dtype else a.astype(dtype)
 
     @classmethod
-    def from_scipy(cls, la, a):
+    def from_scipy(cls, la, a, g: int | None = None):
         """From a SciPy CSR matrix (copied to the device once)."""
         a = a.tocsr()
         a.sort_indices()
-        return cls(la, a.indptr, a.indices, a.data, 1)
+        return cls(la, a.indptr, a.indices, a.data, 1, g)
 
 
 class _Solver:
@@ -113,7 +144,7 @@ class _Solver:
         self.la, self.n, self.cfg, self.label = la, n, cfg, label
         self.ctl_arr = ctl_row
         self.ctl = la.nb(ctl_row)
-        self.partial_arr, self.partial = la.zeros(la.nblocks(n), 2)
+        self.partial_arr, self.partial = la.zeros(la.nblocks(n * la.max_group), 2)
         host = np.zeros(K.NCTL)
         host[K.RTOL2] = cfg.rtol * cfg.rtol
         host[K.ATOL2] = cfg.atol * cfg.atol
@@ -203,7 +234,7 @@ class DevicePCG(_Solver):
     ----------
     la : DeviceLinalg; a : DeviceMatrix (bs = 1)
     precond : object with ``issue(r, partial, ctl) -> z`` launching z = M⁻¹ r and the block
-        partials of r·z into ``partial`` (:class:`dycore.solvers.amg.DeviceVCycle`, or
+        partials of r·z into ``partial`` (``nparts`` rows of them) (:class:`dycore.solvers.amg.DeviceVCycle`, or
         :class:`dycore.solvers.amg.DeviceJacobi`, whose D⁻¹ = 1 means no preconditioner)
     cfg : LinearSolverConfig (rtol, atol, max_iterations); ctl_row : (NCTL,) backend array
     """
@@ -229,18 +260,18 @@ class DevicePCG(_Solver):
                   self.partial, self.ctl)
         la.finish(self.partial, la.nblocks(self.n), K.OP_INIT, self.ctl)
         z = self._precondition()
-        la.finish(self.partial, la.nblocks(self.n), K.OP_CG_RZ0, self.ctl)
+        la.finish(self.partial, self.m.nparts, K.OP_CG_RZ0, self.ctl)
         la.launch(k.cg_update_p, self.n, self.p, z, 1, self.ctl)
 
     def _iterate(self):
         la, k, nb = self.la, self.la.k, self.la.nblocks(self.n)
-        la.spmv(self.a, self.p, self.q, w=self.p, partial=self.partial, ctl=self.ctl)
-        la.finish(self.partial, nb, K.OP_CG_ALPHA, self.ctl)
+        npq = la.spmv(self.a, self.p, self.q, w=self.p, partial=self.partial, ctl=self.ctl)
+        la.finish(self.partial, npq, K.OP_CG_ALPHA, self.ctl)
         la.launch(k.update_xr, self.n, self.x, self.r, self.p, self.q, K.ALPHA, la.empty_f, 0,
                   self.partial, self.ctl)
         la.finish(self.partial, nb, K.OP_CHECK, self.ctl)
         z = self._precondition()
-        la.finish(self.partial, nb, K.OP_CG_BETA, self.ctl)
+        la.finish(self.partial, self.m.nparts, K.OP_CG_BETA, self.ctl)
         la.launch(k.cg_update_p, self.n, self.p, z, 0, self.ctl)
 
     def solve(self, check: bool = True, inline: bool = False):
@@ -300,8 +331,8 @@ class DeviceBiCGStab(_Solver):
         def iterate():
             la.launch(k.bi_update_p, nrow, self.r, self.p, self.v, self.minv, bs, self.phat,
                       ctl)
-            la.spmv(a, self.phat, self.v, w=self.rhat, partial=part, ctl=ctl)
-            la.finish(part, la.nblocks(nrow), K.OP_BI_ALPHA, ctl)
+            nrv = la.spmv(a, self.phat, self.v, w=self.rhat, partial=part, ctl=ctl)
+            la.finish(part, nrv, K.OP_BI_ALPHA, ctl)
             la.launch(k.bi_update_s, nrow, self.r, self.v, self.x, self.phat, self.minv, bs,
                       self.shat, part, ctl)
             la.finish(part, la.nblocks(nrow), K.OP_BI_S, ctl)

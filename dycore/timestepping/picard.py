@@ -62,6 +62,10 @@ class PicardStepper:
         self.xp, self.vops = backend.xp, backend.ops
         self._pool = {}
         self._graphs = {}
+        #: capture each Picard iteration as one CUDA graph once the solves allow it (False:
+        #: assembly launched from Python and each solve replayed as its own graph, so that the
+        #: stage timers split a step by stage; a profiling switch, not a config key)
+        self.capture_iterations = True
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))
         self.scalars = self._work("scalars", (8,))
 
@@ -200,7 +204,7 @@ class PicardStepper:
 
     def _run_iteration(self, state, k):
         """Iteration k: a graph replay once the solves allow it, else direct launches."""
-        if not self.sys.graph_ready:
+        if not (self.sys.graph_ready and self.capture_iterations):
             self._graphs.clear()
             self._iteration(state, k)
             return

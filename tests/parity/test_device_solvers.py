@@ -14,9 +14,10 @@ import scipy.sparse.linalg as spla
 
 from dycore.backend.gpu import GPUBackend
 from dycore.solvers import kernels as K
-from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, smoother_coefficients,
-                                vcycle_reference)
-from dycore.solvers.krylov import DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG
+from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, grouped_matvec,
+                                smoother_coefficients, vcycle_reference)
+from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,
+                                   group_size)
 
 RB = 16
 
@@ -50,30 +51,38 @@ def _ctl():
     return c
 
 
-@pytest.mark.parametrize("bs", [1, 3])
-def test_bsr_spmv_modes_and_dot_partials_match_scipy(la, bs):
+@pytest.mark.parametrize("bs,g", [(1, 1), (1, 4), (3, 1), (3, 2)])
+def test_bsr_spmv_modes_and_dot_partials_match_scipy(la, bs, g):
     rng = np.random.default_rng(1)
     if bs == 1:
-        a = _laplacian(6) + sp.random(36, 36, density=0.1, random_state=2, format="csr")
+        a = _laplacian(6) + sp.random(36, 36, density=0.25, random_state=2, format="csr")
         a = a.tocsr()
         a.sort_indices()
-        m = DeviceMatrix.from_scipy(la, a)
+        m = DeviceMatrix.from_scipy(la, a, g)
     else:
         pat, vals, _, a = _block_system()
-        m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3)
+        m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3, g)
     n = a.shape[0]
     x, b, w = rng.standard_normal((3, n))
-    partial = np.full((la.nblocks(m.nrow), 1), np.nan)
+    partial = np.full((la.nparts(m), 1), np.nan)
     ref = a @ x
     for mode, expect in ((0, ref), (1, b - ref), (2, b + ref)):
         y = b.copy()
-        la.spmv(m, x, y, mode=mode, b=b, w=w, partial=partial, ctl=_ctl())
+        nparts = la.spmv(m, x, y, mode=mode, b=b, w=w, partial=partial, ctl=_ctl())
+        assert nparts == partial.shape[0] == -(-m.nrow * g // RB)
         np.testing.assert_allclose(y, expect, rtol=1e-14, atol=1e-14)
         assert partial[:, 0].sum() == pytest.approx(w @ expect, rel=1e-13)
-    if bs == 1:        # one thread per row in index order from 0.0: SciPy's csr_matvec bits
+    if bs == 1:        # the kernels' lane-and-tree order; g = 1 is SciPy's csr_matvec order
         y = np.empty(n)
         la.spmv(m, x, y, ctl=_ctl())
-        assert np.array_equal(y, a @ x)
+        assert np.array_equal(y, grouped_matvec(a, x, g))
+        if g == 1:
+            assert np.array_equal(y, a @ x)
+
+
+def test_group_size_follows_nonzeros_per_row():
+    assert [group_size(r) for r in (1, 7.9, 8, 15.9, 61, 128, 1e6)] == [1, 1, 2, 2, 8, 32, 32]
+    assert group_size(1e6, max_group=4) == 4
 
 
 def test_finished_solve_makes_every_kernel_a_no_op(la):
@@ -133,14 +142,16 @@ def test_chebyshev_coefficients_damp_the_smoothing_interval():
 
 @pytest.mark.parametrize("smoother", ["chebyshev", "jacobi"])
 def test_vcycle_is_bitwise_its_numpy_twin(la, smoother):
-    a = _laplacian(8)
+    lap = _laplacian(8)
+    a = (lap @ lap).tocsr()                    # 13 nonzeros per row: rows summed by 2 threads
     h = HostHierarchy(a, smoother, 2, max_coarse=10)
     assert len(h.sizes) >= 3
     m = DeviceVCycle(la, h)
+    assert m.levels[0]["A"].g == 2
     b = np.random.default_rng(4).standard_normal(a.shape[0])
-    partial = np.zeros((la.nblocks(a.shape[0]), 2))
+    partial = np.zeros((m.nparts, 2))
     z = m.issue(b, partial, _ctl())
-    ref = vcycle_reference(h, b)
+    ref = vcycle_reference(h, b, la.max_group)
     assert np.array_equal(z, ref)
     assert partial[:, 0].sum() == pytest.approx(b @ ref, rel=1e-13)
 
