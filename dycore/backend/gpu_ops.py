@@ -42,7 +42,7 @@ class DeviceCSR:
         ops = b.ops
         b.launch(ops.k.bsr_spmv, ops.grid(self.shape[0]), self.indptr, self.indices,
                  self.data, 1, 1, b.nb(x.reshape(-1)), ops.empty, b.nb(out.reshape(-1)), 0,
-                 ops.empty, 0, ops.no_partial, ops.running)
+                 ops.empty, 0, ops.no_partial, -1, 0, ops.running, ops.ticket)
 
     def __matmul__(self, x):
         if x.ndim != 1 or x.shape[0] != self.shape[1]:
@@ -71,6 +71,7 @@ class GPUVectorOps:
         xp = backend.xp
         self.empty = backend.nb(xp.zeros(1))              # dummies for unused arguments
         self.no_partial = backend.nb(xp.zeros((1, 1)))
+        self.ticket = backend.nb(xp.zeros(1, dtype=np.int32))   # SpMV finishes nothing here
         self.running = backend.nb(xp.zeros(16))          # a control array that says "run"
         self._partial = {}
         self._is_max = {key: backend.nb(backend.to_device(np.array(v, np.int32)))

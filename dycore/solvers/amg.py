@@ -174,7 +174,7 @@ class DeviceVCycle:
         #: rows of block partials of r·z that :meth:`issue` leaves in ``partial``
         self.nparts = (la.nparts(self.levels[0]["A"]) if self.levels else la.nblocks(nc))
 
-    def _smooth(self, lev, b, x, partial, ctl):
+    def _smooth(self, lev, b, x, partial, ctl, op=-1):
         la, k, a = self.la, self.la.k, lev["A"]
         for step, (c1, c2) in enumerate(lev["coef"]):
             dst = next(buf for buf in lev["bufs"] if buf is not x)
@@ -183,11 +183,12 @@ class DeviceVCycle:
             la.launch(k.smooth, lev["n"] * g, a.indptr, a.indices, a.data, g,
                       lev["bufs"][0] if x is None else x, b, lev["dinv"], lev["d"], dst,
                       c1, c2, 1 if x is None else 0, 1 if (last and partial is not None) else 0,
-                      partial if (last and partial is not None) else la.no_partial, ctl)
+                      partial if (last and partial is not None) else la.no_partial,
+                      op if last else -1, 0, ctl, la.ticket)
             x = dst
         return x
 
-    def _cycle(self, level, b, partial, ctl):
+    def _cycle(self, level, b, partial, ctl, op=-1):
         la = self.la
         if level == len(self.levels):
             la.spmv(self.coarse, b, self.coarse_x, ctl=ctl)
@@ -199,17 +200,18 @@ class DeviceVCycle:
         la.spmv(lev["R"], lev["r"], bc, ctl=ctl)
         xc = self._cycle(level + 1, bc, None, ctl)
         la.spmv(lev["P"], xc, x, mode=2, ctl=ctl)
-        return self._smooth(lev, b, x, partial, ctl)
+        return self._smooth(lev, b, x, partial, ctl, op)
 
-    def issue(self, r, partial, ctl):
+    def issue(self, r, partial, ctl, op=-1):
         """Launch z = V(r) and the block partials of r·z into ``partial`` (:attr:`nparts`
-        rows); returns z's view."""
+        rows), finished with ``op`` (< 0: left for a separate finish); returns z's view."""
         la = self.la
         if not self.levels:
             la.spmv(self.coarse, r, self.coarse_x, ctl=ctl)
-            la.launch(la.k.bi_dots_ts, self.coarse_x.shape[0], self.coarse_x, r, partial, ctl)
+            la.launch(la.k.bi_dots_ts, self.coarse_x.shape[0], self.coarse_x, r, partial, op,
+                      ctl, la.ticket)
             return self.coarse_x
-        return self._cycle(0, r, partial, ctl)
+        return self._cycle(0, r, partial, ctl, op)
 
 
 class DeviceJacobi:
@@ -227,8 +229,8 @@ class DeviceJacobi:
         self.z, self.d = la.zeros(a.n)[1], la.zeros(a.n)[1]
         self.nparts = la.nblocks(a.nrow)       #: rows of block partials of r·z
 
-    def issue(self, r, partial, ctl):
+    def issue(self, r, partial, ctl, op=-1):
         la, a = self.la, self.a
         la.launch(la.k.smooth, a.nrow, a.indptr, a.indices, a.data, 1, self.z, r, self.dinv,
-                  self.d, self.z, 1.0, 0.0, 1, 1, partial, ctl)
+                  self.d, self.z, 1.0, 0.0, 1, 1, partial, op, 0, ctl, la.ticket)
         return self.z

@@ -20,9 +20,11 @@ Conventions
 - ``ctl`` (NCTL,) float64 is the solve's control array (slots below). Every iteration kernel
   returns at once when ``ctl[DONE] != 0``.
 - Dot products are deterministic two-pass reductions: each block writes its partial sums (fixed
-  tree order in shared memory) to ``partial[block, col]``; one block of :func:`_finish` adds the
-  partials in a fixed order and applies the solver's scalar recurrence (``op``). Same inputs,
-  same launch shape → the same bits, run after run.
+  tree order in shared memory) to ``partial[block, col]``; the last block of the same kernel to
+  finish (an atomic ticket) adds the partials in a fixed order and applies the solver's scalar
+  recurrence (``op``) — the finish fused into the kernel that produced the partials, one launch
+  instead of two. The separate ``finish`` kernel does the same sum (same bits). Same inputs, same
+  launch shape → the same bits, run after run.
 
 The kernel bodies are plain Python functions, compiled by :func:`build_solver_kernels` through
 the project's one compile path (lto off; strict mode fma=0; the simulator without a GPU). Their
@@ -155,8 +157,34 @@ def build_solver_kernels(jit, device_jit, rb: int):
         cuda.syncthreads()
 
     @device_jit
-    def store_partials(sh, t, partial, a0, a1, ncol):
-        """Block sums of a0 (and a1 when ncol == 2) into partial[block, :ncol]."""
+    def sum_partials(sh, t, partial, nparts):
+        """sh[c, 0] = the sum of partial[:nparts, c] for c < partial.shape[1] (else 0), in a
+        fixed order: thread t adds rows t, t+RB, ... four per round, then the block tree.
+        Every thread of the block calls it."""
+        ncol = partial.shape[1]
+        for c in range(2):
+            s = 0.0
+            if c < ncol:
+                # four independent loads in flight per thread, then their sum: fixed order
+                q = t
+                while q + 3 * RB < nparts:
+                    s += (partial[q, c] + partial[q + RB, c]) + (
+                        partial[q + 2 * RB, c] + partial[q + 3 * RB, c])
+                    q += 4 * RB
+                while q < nparts:
+                    s += partial[q, c]
+                    q += RB
+            sh[c, t] = s
+        block_sum(sh, 0, t)
+        block_sum(sh, 1, t)
+
+    @device_jit
+    def reduce_partials(sh, t, partial, a0, a1, ncol, op, slot, ctl, ticket):
+        """Block sums of a0 (and a1 when ncol == 2) into partial[block, :ncol]; with
+        ``op >= 0`` the finish is fused: the last block of the grid to store its sums (an
+        atomic ticket after a memory fence) adds all gridDim.x rows in :func:`finish`'s fixed
+        order, applies ``op`` to ctl and re-arms the ticket. Same bits as a separate finish.
+        Every thread of the block calls it."""
         sh[0, t] = a0
         sh[1, t] = a1
         block_sum(sh, 0, t)
@@ -166,6 +194,21 @@ def build_solver_kernels(jit, device_jit, rb: int):
             partial[cuda.blockIdx.x, 0] = sh[0, 0]
             if ncol == 2:
                 partial[cuda.blockIdx.x, 1] = sh[1, 0]
+        if op < 0:
+            return
+        if t == 0:
+            cuda.threadfence()
+            arrived = cuda.atomic.add(ticket, 0, 1)
+            sh[0, 0] = 1.0 if arrived == cuda.gridDim.x - 1 else 0.0
+        cuda.syncthreads()
+        last = sh[0, 0] == 1.0
+        cuda.syncthreads()
+        if last:
+            cuda.threadfence()
+            sum_partials(sh, t, partial, cuda.gridDim.x)
+            if t == 0:
+                scalar_op(ctl, op, sh[0, 0], sh[1, 0], slot)
+                ticket[0] = 0
 
     @device_jit
     def group_sum(sg, t, lane, g, s0, s1, s2):
@@ -186,10 +229,12 @@ def build_solver_kernels(jit, device_jit, rb: int):
         cuda.syncthreads()
         return sg[0, t], sg[1, t], sg[2, t]
 
-    def bsr_spmv(indptr, indices, data, bs, g, x, b, y, mode, w, ndot, partial, ctl):
+    def bsr_spmv(indptr, indices, data, bs, g, x, b, y, mode, w, ndot, partial, op, slot, ctl,
+                 ticket):
         """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) over block rows, each
-        summed by ``g`` threads; with ``ndot`` also the block partial of w·y (arguments not
-        used may be 1-element dummies). Launch nrow·g threads."""
+        summed by ``g`` threads; with ``ndot`` 1 also the block partials of w·y, with 2 of w·y
+        and y·y, finished with ``op`` (< 0: not finished) as :func:`reduce_partials` does
+        (arguments not used may be 1-element dummies). Launch nrow·g threads."""
         sh = cuda.shared.array((2, RB), float64)
         sg = cuda.shared.array((3, RB), float64)
         if ctl[DONE] != 0.0:
@@ -199,6 +244,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
         i = gi // g
         lane = gi - i * g
         acc = 0.0
+        acc2 = 0.0
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
@@ -238,15 +284,16 @@ def build_solver_kernels(jit, device_jit, rb: int):
                 y[r] = s
                 if ndot:
                     acc += w[r] * s
+                    acc2 += s * s
         if ndot:
-            store_partials(sh, t, partial, acc, 0.0, 1)
+            reduce_partials(sh, t, partial, acc, acc2, ndot, op, slot, ctl, ticket)
 
     def smooth(indptr, indices, data, g, x, b, dinv, d, x_new, c1, c2, first, ndot, partial,
-               ctl):
+               op, slot, ctl, ticket):
         """One polynomial (Chebyshev / damped-Jacobi) smoothing step on a CSR level, each row
         summed by ``g`` threads (launch nrow·g threads; ``first`` needs no row sum: g = 1):
         d = c1·D⁻¹(b − A x) + c2·d; x_new = x + d (``first``: x = 0, d = c1·D⁻¹b, x_new = d).
-        With ``ndot`` also the block partial of b·x_new."""
+        With ``ndot`` also the block partial of b·x_new, finished with ``op`` (< 0: not)."""
         sh = cuda.shared.array((2, RB), float64)
         sg = cuda.shared.array((3, RB), float64)
         if ctl[DONE] != 0.0:
@@ -274,7 +321,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
             x_new[i] = xn
             acc = b[i] * xn
         if ndot:
-            store_partials(sh, t, partial, acc, 0.0, 1)
+            reduce_partials(sh, t, partial, acc, 0.0, 1, op, slot, ctl, ticket)
 
     def finish(partial, nparts, op, slot, ctl):
         """Sum partial[:nparts, :2] in a fixed order (one block) and apply ``op`` to ctl."""
@@ -282,28 +329,13 @@ def build_solver_kernels(jit, device_jit, rb: int):
         if op != OP_INIT and op != OP_STORE and ctl[DONE] != 0.0:
             return
         t = cuda.threadIdx.x
-        ncol = partial.shape[1]
-        for c in range(2):
-            s = 0.0
-            if c < ncol:
-                # four independent loads in flight per thread, then their sum: fixed order
-                q = t
-                while q + 3 * RB < nparts:
-                    s += (partial[q, c] + partial[q + RB, c]) + (
-                        partial[q + 2 * RB, c] + partial[q + 3 * RB, c])
-                    q += 4 * RB
-                while q < nparts:
-                    s += partial[q, c]
-                    q += RB
-            sh[c, t] = s
-        block_sum(sh, 0, t)
-        block_sum(sh, 1, t)
+        sum_partials(sh, t, partial, nparts)
         if t == 0:
             scalar_op(ctl, op, sh[0, 0], sh[1, 0], slot)
 
-    def init_residual(b, x, r, rhat, with_rhat, partial, ctl):
+    def init_residual(b, x, r, rhat, with_rhat, partial, op, ctl, ticket):
         """Start of a solve (ignores ctl[DONE]): x = 0, r = b, r̂ = b (``with_rhat``), partial
-        b·b."""
+        b·b, finished with ``op``."""
         sh = cuda.shared.array((2, RB), float64)
         i = cuda.grid(1)
         t = cuda.threadIdx.x
@@ -315,11 +347,11 @@ def build_solver_kernels(jit, device_jit, rb: int):
             if with_rhat:
                 rhat[i] = v
             acc = v * v
-        store_partials(sh, t, partial, acc, 0.0, 1)
+        reduce_partials(sh, t, partial, acc, 0.0, 1, op, 0, ctl, ticket)
 
-    def update_xr(x, r, p, q, coef, rhat, with_rhat, partial, ctl):
+    def update_xr(x, r, p, q, coef, rhat, with_rhat, partial, op, ctl, ticket):
         """x += c p; r −= c q with c = ctl[coef] (CG: alpha, p, Ap; BiCGStab: omega, ŝ, t);
-        partials r·r and, ``with_rhat``, r̂·r."""
+        partials r·r and, ``with_rhat``, r̂·r, finished with ``op``."""
         sh = cuda.shared.array((2, RB), float64)
         if ctl[DONE] != 0.0:
             return
@@ -335,7 +367,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
             a0 = ri * ri
             if with_rhat:
                 a1 = rhat[i] * ri
-        store_partials(sh, t, partial, a0, a1, 2)
+        reduce_partials(sh, t, partial, a0, a1, 2, op, 0, ctl, ticket)
 
     def cg_update_p(p, z, first, ctl):
         """p = z (first) or p = z + beta p."""
@@ -374,8 +406,9 @@ def build_solver_kernels(jit, device_jit, rb: int):
                     p[k] = r[k] + beta * (p[k] - omega * v[k])
             block_apply_d(minv, bs, p, phat, i)
 
-    def bi_update_s(r, v, x, phat, minv, bs, shat, partial, ctl):
-        """s = r − alpha v (in r); x += alpha p̂; ŝ = M⁻¹ s; partial s·s."""
+    def bi_update_s(r, v, x, phat, minv, bs, shat, partial, op, ctl, ticket):
+        """s = r − alpha v (in r); x += alpha p̂; ŝ = M⁻¹ s; partial s·s, finished with
+        ``op``."""
         sh = cuda.shared.array((2, RB), float64)
         if ctl[DONE] != 0.0:
             return
@@ -391,10 +424,10 @@ def build_solver_kernels(jit, device_jit, rb: int):
                 x[k] += alpha * phat[k]
                 acc += s * s
             block_apply_d(minv, bs, r, shat, i)
-        store_partials(sh, t, partial, acc, 0.0, 1)
+        reduce_partials(sh, t, partial, acc, 0.0, 1, op, 0, ctl, ticket)
 
-    def bi_dots_ts(tv, s, partial, ctl):
-        """partials t·s and t·t."""
+    def bi_dots_ts(tv, s, partial, op, ctl, ticket):
+        """partials t·s and t·t, finished with ``op``."""
         sh = cuda.shared.array((2, RB), float64)
         if ctl[DONE] != 0.0:
             return
@@ -405,7 +438,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
         if i < tv.shape[0]:
             a0 = tv[i] * s[i]
             a1 = tv[i] * tv[i]
-        store_partials(sh, t, partial, a0, a1, 2)
+        reduce_partials(sh, t, partial, a0, a1, 2, op, 0, ctl, ticket)
 
     def block_inverse(values, diag_pos, bs, kind, minv):
         """minv[i] = inverse of the diagonal block i (kind 2), of its diagonal (kind 1), or the

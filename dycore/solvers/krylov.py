@@ -53,6 +53,9 @@ class DeviceLinalg:
         # dummies for arguments a kernel does not use (1 element: no zero-size device arrays)
         self.empty_f = self.nb(backend.xp.zeros(1))
         self.no_partial = self.nb(backend.xp.zeros((1, 1)))
+        #: the arrival counter of the fused finishes (zero between kernels; one suffices since
+        #: the kernels run one after another on the backend's stream)
+        self.ticket = self.nb(backend.xp.zeros(1, dtype=np.int32))
 
     def nb(self, a):
         return self.b.nb(a)
@@ -76,14 +79,15 @@ class DeviceLinalg:
         """Rows of block partials that a dot-producing row kernel over ``a`` writes."""
         return self.nblocks(a.nrow * a.g)
 
-    def spmv(self, a, x, y, mode=0, b=None, w=None, partial=None, ctl=None) -> int:
-        """y = A x / b − A x / y + A x (mode 0/1/2), optionally with block partials of w·y;
-        ``a.g`` threads per block row. Returns the number of partial rows (for :meth:`finish`).
-        """
+    def spmv(self, a, x, y, mode=0, b=None, w=None, partial=None, ctl=None, op=-1, slot=0,
+             ndot=1) -> int:
+        """y = A x / b − A x / y + A x (mode 0/1/2), ``a.g`` threads per block row; with
+        ``partial`` also block partials of w·y (``ndot`` 2: and of y·y), finished with ``op``
+        (< 0: not finished; then :meth:`finish` the returned number of partial rows)."""
         self.launch(self.k.bsr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.bs, a.g, x,
                     self.empty_f if b is None else b, y, mode,
-                    self.empty_f if w is None else w, 0 if partial is None else 1,
-                    self.no_partial if partial is None else partial, ctl)
+                    self.empty_f if w is None else w, 0 if partial is None else ndot,
+                    self.no_partial if partial is None else partial, op, slot, ctl, self.ticket)
         return self.nparts(a)
 
 
@@ -233,8 +237,8 @@ class DevicePCG(_Solver):
     Parameters
     ----------
     la : DeviceLinalg; a : DeviceMatrix (bs = 1)
-    precond : object with ``issue(r, partial, ctl) -> z`` launching z = M⁻¹ r and the block
-        partials of r·z into ``partial`` (``nparts`` rows of them) (:class:`dycore.solvers.amg.DeviceVCycle`, or
+    precond : object with ``issue(r, partial, ctl, op) -> z`` launching z = M⁻¹ r and the block
+        partials of r·z into ``partial``, finished with ``op`` (:class:`dycore.solvers.amg.DeviceVCycle`, or
         :class:`dycore.solvers.amg.DeviceJacobi`, whose D⁻¹ = 1 means no preconditioner)
     cfg : LinearSolverConfig (rtol, atol, max_iterations); ctl_row : (NCTL,) backend array
     """
@@ -251,27 +255,25 @@ class DevicePCG(_Solver):
         self.p_arr, self.p = la.zeros(n)
         self.q_arr, self.q = la.zeros(n)
 
-    def _precondition(self):
-        return self.m.issue(self.r, self.partial, self.ctl)
+    def _precondition(self, op):
+        return self.m.issue(self.r, self.partial, self.ctl, op)
 
     def _start(self):
         la, k = self.la, self.la.k
         la.launch(k.init_residual, self.n, self.bv, self.x, self.r, la.empty_f, 0,
-                  self.partial, self.ctl)
-        la.finish(self.partial, la.nblocks(self.n), K.OP_INIT, self.ctl)
-        z = self._precondition()
-        la.finish(self.partial, self.m.nparts, K.OP_CG_RZ0, self.ctl)
+                  self.partial, K.OP_INIT, self.ctl, la.ticket)
+        z = self._precondition(K.OP_CG_RZ0)
         la.launch(k.cg_update_p, self.n, self.p, z, 1, self.ctl)
 
     def _iterate(self):
-        la, k, nb = self.la, self.la.k, self.la.nblocks(self.n)
-        npq = la.spmv(self.a, self.p, self.q, w=self.p, partial=self.partial, ctl=self.ctl)
-        la.finish(self.partial, npq, K.OP_CG_ALPHA, self.ctl)
+        """One CG iteration: four kernels around the V-cycle, each dot finished in the kernel
+        that produced its partials."""
+        la, k = self.la, self.la.k
+        la.spmv(self.a, self.p, self.q, w=self.p, partial=self.partial, ctl=self.ctl,
+                op=K.OP_CG_ALPHA)
         la.launch(k.update_xr, self.n, self.x, self.r, self.p, self.q, K.ALPHA, la.empty_f, 0,
-                  self.partial, self.ctl)
-        la.finish(self.partial, nb, K.OP_CHECK, self.ctl)
-        z = self._precondition()
-        la.finish(self.partial, self.m.nparts, K.OP_CG_BETA, self.ctl)
+                  self.partial, K.OP_CHECK, self.ctl, la.ticket)
+        z = self._precondition(K.OP_CG_BETA)
         la.launch(k.cg_update_p, self.n, self.p, z, 0, self.ctl)
 
     def solve(self, check: bool = True, inline: bool = False):
@@ -324,24 +326,23 @@ class DeviceBiCGStab(_Solver):
         bs, ctl, part = self.bs, self.ctl, self.partial
 
         def start():
-            la.launch(k.init_residual, n, rhs, self.x, self.r, self.rhat, 1, part, ctl)
-            la.finish(part, la.nblocks(n), K.OP_INIT, ctl)
+            la.launch(k.init_residual, n, rhs, self.x, self.r, self.rhat, 1, part, K.OP_INIT,
+                      ctl, la.ticket)
             la.launch(k.block_inverse, nrow, a.data, self.diag_pos, bs, self.kind, self.minv)
 
         def iterate():
+            # five kernels; each dot is finished by the kernel that produced its partials
             la.launch(k.bi_update_p, nrow, self.r, self.p, self.v, self.minv, bs, self.phat,
                       ctl)
-            nrv = la.spmv(a, self.phat, self.v, w=self.rhat, partial=part, ctl=ctl)
-            la.finish(part, nrv, K.OP_BI_ALPHA, ctl)
+            la.spmv(a, self.phat, self.v, w=self.rhat, partial=part, ctl=ctl,
+                    op=K.OP_BI_ALPHA)
             la.launch(k.bi_update_s, nrow, self.r, self.v, self.x, self.phat, self.minv, bs,
-                      self.shat, part, ctl)
-            la.finish(part, la.nblocks(nrow), K.OP_BI_S, ctl)
-            la.spmv(a, self.shat, self.t, ctl=ctl)
-            la.launch(k.bi_dots_ts, n, self.t, self.r, part, ctl)
-            la.finish(part, la.nblocks(n), K.OP_BI_OMEGA, ctl)
+                      self.shat, part, K.OP_BI_S, ctl, la.ticket)
+            # t = A ŝ with the partials of t·s (s is in r) and t·t
+            la.spmv(a, self.shat, self.t, w=self.r, partial=part, ctl=ctl, op=K.OP_BI_OMEGA,
+                    ndot=2)
             la.launch(k.update_xr, n, self.x, self.r, self.shat, self.t, K.OMEGA, self.rhat, 1,
-                      part, ctl)
-            la.finish(part, la.nblocks(n), K.OP_BI_R, ctl)
+                      part, K.OP_BI_R, ctl, la.ticket)
 
         key = (id(a), id(rhs))           # DeviceSystems caches both per buffer
         its = self._run(key, start, iterate, check, inline)

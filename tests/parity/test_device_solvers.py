@@ -80,6 +80,23 @@ def test_bsr_spmv_modes_and_dot_partials_match_scipy(la, bs, g):
             assert np.array_equal(y, a @ x)
 
 
+@pytest.mark.parametrize("g", [1, 4])
+def test_fused_finish_is_the_separate_finish_bitwise(la, g):
+    """The last block of an SpMV adds the partials (w·y and y·y) as the finish kernel does."""
+    a = (_laplacian(9) + sp.random(81, 81, density=0.2, random_state=5, format="csr")).tocsr()
+    m = DeviceMatrix.from_scipy(la, a, g)
+    x, w = np.random.default_rng(6).standard_normal((2, a.shape[0]))
+    partial = np.zeros((la.nparts(m), 2))
+    fused, separate = _ctl(), _ctl()
+    y = np.empty(a.shape[0])
+    la.spmv(m, x, y, w=w, partial=partial, ctl=fused, op=K.OP_BI_OMEGA, ndot=2)
+    assert int(np.asarray(la.ticket)[0]) == 0          # re-armed by the last block
+    la.finish(partial, la.nparts(m), K.OP_BI_OMEGA, separate)
+    assert fused[K.OMEGA] == separate[K.OMEGA]
+    assert fused[K.OMEGA] == pytest.approx((w @ y) / (y @ y), rel=1e-12)
+    assert partial[:, 1].sum() == pytest.approx(y @ y, rel=1e-13)
+
+
 def test_group_size_follows_nonzeros_per_row():
     assert [group_size(r) for r in (1, 7.9, 8, 15.9, 61, 128, 1e6)] == [1, 1, 2, 2, 8, 32, 32]
     assert group_size(1e6, max_group=4) == 4

@@ -53,7 +53,7 @@ def test_device_step_issues_few_launches_and_syncs(two_steps):
     assert counts["graph_replays"] == 2    # one per Picard iteration
     assert counts["syncs"] == 3            # Picard test, end-of-step scalars, solver statistics
     assert counts["launches"] <= 12        # statistics reset, end-of-step scalars, commit copies
-    assert counts["graph_kernels"] > 50 * counts["launches"]
+    assert counts["graph_kernels"] > 20 * counts["launches"]   # the solves run inside graphs
 
 
 def test_graph_replays_equal_direct_launches_bitwise(two_steps):

@@ -34,16 +34,17 @@ SCRIPT = textwrap.dedent(r"""
     build_solver_kernels(keep, cuda.jit(device=True), 256)
     f1, i1, f2 = types.float64[::1], types.int32[::1], types.float64[:, ::1]
     sigs = {
-        "bsr_spmv": (i1, i1, f1, int64, int64, f1, f1, f1, int64, f1, int64, f2, f1),
+        "bsr_spmv": (i1, i1, f1, int64, int64, f1, f1, f1, int64, f1, int64, f2, int64, int64,
+                     f1, i1),
         "smooth": (i1, i1, f1, int64, f1, f1, f1, f1, f1, float64, float64, int64, int64, f2,
-                   f1),
+                   int64, int64, f1, i1),
         "finish": (f2, int64, int64, int64, f1),
-        "init_residual": (f1, f1, f1, f1, int64, f2, f1),
-        "update_xr": (f1, f1, f1, f1, int64, f1, int64, f2, f1),
+        "init_residual": (f1, f1, f1, f1, int64, f2, int64, f1, i1),
+        "update_xr": (f1, f1, f1, f1, int64, f1, int64, f2, int64, f1, i1),
         "cg_update_p": (f1, f1, int64, f1),
         "bi_update_p": (f1, f1, f1, f1, int64, f1, f1),
-        "bi_update_s": (f1, f1, f1, f1, f1, int64, f1, f2, f1),
-        "bi_dots_ts": (f1, f1, f2, f1),
+        "bi_update_s": (f1, f1, f1, f1, f1, int64, f1, f2, int64, f1, i1),
+        "bi_dots_ts": (f1, f1, f2, int64, f1, i1),
         "block_inverse": (f1, i1, int64, int64, f1),
         "accumulate": (f1, f1, int64),
         "copy": (f1, f1),
