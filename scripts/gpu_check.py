@@ -17,6 +17,8 @@ compare : N steps on the CPU and on the GPU in host-solver mode from the same in
           the largest |Δ| of w and θ' (and every field) after N steps.
 modes   : the cost of deterministic assembly and strict FP: every assembly kernel and the
           device-solver step in the four combinations.
+solver_ab : the device step and pressure solve with fused / separate finishes and grouped /
+          one-thread rows, in one process.
 libm    : strict mode (fma=0) per operation (acos, cos, sqrt, mul+add) and for both eig3
           solvers, GPU against CPU: differing entries and ulp distance.
 
@@ -339,6 +341,53 @@ def part_device(cfg, nsteps: int, results: dict) -> None:
     results["device"]["per_stage_table"] = sim.timers.table()
 
 
+def part_solver_ab(cfg, nsteps: int, results: dict) -> None:
+    """A/B of the solver-kernel choices in this process: the device step and its pressure solve
+    with the finishes fused (default) or launched separately, and with rows summed by thread
+    groups (default) or one thread per row. Step: host clock around step() (which ends with a
+    host read), median of ``nsteps`` after 2 warm-up steps; pressure: CUDA events around each
+    solve's graph replay (per-solve-graph layout), mean over ``nsteps`` steps."""
+    from dycore.config import Config
+    from dycore.solvers.krylov import DeviceLinalg
+    from dycore.timestepping.simulation import build_simulation
+    variants = (("fused finish, grouped rows", True, None),
+                ("separate finish, grouped rows", False, None),
+                ("fused finish, one thread per row", True, 1))
+    out = {}
+    c = Config.model_validate({**cfg.model_dump(), "backend": {
+        **cfg.backend.model_dump(), "name": "gpu", "solver_mode": "device",
+        "assembly": "atomic"}})
+    for label, fuse, group in variants:
+        DeviceLinalg.FUSE, DeviceLinalg.DEFAULT_MAX_GROUP = fuse, group
+        try:
+            sim = build_simulation(c)
+        finally:
+            DeviceLinalg.FUSE, DeviceLinalg.DEFAULT_MAX_GROUP = True, None
+        for _ in range(2):
+            sim.step()
+        times, kernels = [], []
+        for _ in range(nsteps):
+            k0 = sim.backend.counters.graph_kernels
+            t0 = time.perf_counter()
+            sim.step()
+            times.append((time.perf_counter() - t0) * 1e3)
+            kernels.append(sim.backend.counters.graph_kernels - k0)
+        sim.stepper.capture_iterations = False
+        sim.step()
+        sim.timers.reset()
+        for _ in range(nsteps):
+            sim.step()
+        sim.timers._resolve()
+        p_ms = sim.timers.total_ms["solve pressure"] / max(sim.timers.calls["solve pressure"], 1)
+        out[label] = {"step_ms": statistics.median(times), "min": min(times), "max": max(times),
+                      "graph_kernels": statistics.median(kernels), "pressure_ms": p_ms}
+        say(f"A/B {label}: step {out[label]['step_ms']:.2f} ms [{min(times):.2f}-"
+            f"{max(times):.2f}], {out[label]['graph_kernels']:g} graph kernels per step, "
+            f"pressure solve {p_ms:.2f} ms")
+        del sim
+    results["solver_ab"] = out
+
+
 def part_compare(cfg, nsteps: int, results: dict) -> None:
     """CPU and GPU (host-solver mode) stepped in lockstep from the same initial state.
 
@@ -492,7 +541,8 @@ def main() -> int:
                 "compare": lambda: part_compare(cfg, args.compare_steps, results),
                 "libm": lambda: part_libm(results),
                 "modes": lambda: part_modes(cfg, args.repeat, args.steps, results),
-                "device": lambda: part_device(cfg, args.steps, results)}
+                "device": lambda: part_device(cfg, args.steps, results),
+                "solver_ab": lambda: part_solver_ab(cfg, args.steps, results)}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in run_part]
     if unknown:

@@ -39,13 +39,23 @@ class DeviceLinalg:
     backend : GPUBackend (a GPU or the CUDA simulator)
     rb : threads per block of every solver kernel (a power of two)
     max_group : most threads per matrix row in the row kernels (a power of two ≤ min(32, rb);
-        None: min(32, rb))
+        None: :attr:`DEFAULT_MAX_GROUP`, else min(32, rb))
+    fuse : finish each dot in the kernel that produced its partials (False: a separate
+        one-block ``finish`` launch after it; the same bits). None: :attr:`FUSE`.
+
+    The class attributes ``FUSE`` and ``DEFAULT_MAX_GROUP`` are the defaults of every workspace
+    built afterwards (a profiling switch: ``scripts/gpu_check.py --parts solver_ab``).
     """
 
-    def __init__(self, backend, rb: int = 256, max_group: int | None = None):
+    FUSE = True
+    DEFAULT_MAX_GROUP: int | None = None
+
+    def __init__(self, backend, rb: int = 256, max_group: int | None = None,
+                 fuse: bool | None = None):
         from dycore.backend.gpu_kernels import get_solver_kernels
         if max_group is None:
-            max_group = min(MAX_GROUP, rb)
+            max_group = self.DEFAULT_MAX_GROUP or min(MAX_GROUP, rb)
+        self.fuse = self.FUSE if fuse is None else bool(fuse)
         if max_group < 1 or max_group & (max_group - 1) or max_group > min(32, rb):
             raise ValueError(f"max_group {max_group}: expected a power of two <= min(32, rb)")
         self.b, self.rb, self.max_group = backend, rb, max_group
@@ -59,6 +69,16 @@ class DeviceLinalg:
 
     def nb(self, a):
         return self.b.nb(a)
+
+    def fused(self, op: int) -> int:
+        """The ``op`` to pass to a dot-producing kernel: ``op`` when finishes are fused, else -1
+        (partials only; :meth:`finish_unfused` then launches the finish)."""
+        return op if self.fuse else -1
+
+    def finish_unfused(self, partial, nparts: int, op: int, ctl) -> None:
+        """Launch the separate finish of ``op`` over ``nparts`` partial rows, unless fused."""
+        if not self.fuse:
+            self.finish(partial, nparts, op, ctl)
 
     def zeros(self, *shape):
         """A zeroed float64 backend array and its numba view: (array, view)."""
@@ -256,23 +276,29 @@ class DevicePCG(_Solver):
         self.q_arr, self.q = la.zeros(n)
 
     def _precondition(self, op):
-        return self.m.issue(self.r, self.partial, self.ctl, op)
+        la = self.la
+        z = self.m.issue(self.r, self.partial, self.ctl, la.fused(op))
+        la.finish_unfused(self.partial, self.m.nparts, op, self.ctl)
+        return z
 
     def _start(self):
-        la, k = self.la, self.la.k
+        la, k, nb = self.la, self.la.k, self.la.nblocks(self.n)
         la.launch(k.init_residual, self.n, self.bv, self.x, self.r, la.empty_f, 0,
-                  self.partial, K.OP_INIT, self.ctl, la.ticket)
+                  self.partial, la.fused(K.OP_INIT), self.ctl, la.ticket)
+        la.finish_unfused(self.partial, nb, K.OP_INIT, self.ctl)
         z = self._precondition(K.OP_CG_RZ0)
         la.launch(k.cg_update_p, self.n, self.p, z, 1, self.ctl)
 
     def _iterate(self):
         """One CG iteration: four kernels around the V-cycle, each dot finished in the kernel
-        that produced its partials."""
-        la, k = self.la, self.la.k
-        la.spmv(self.a, self.p, self.q, w=self.p, partial=self.partial, ctl=self.ctl,
-                op=K.OP_CG_ALPHA)
+        that produced its partials (or by a finish launch after it, ``la.fuse`` False)."""
+        la, k, nb = self.la, self.la.k, self.la.nblocks(self.n)
+        npq = la.spmv(self.a, self.p, self.q, w=self.p, partial=self.partial, ctl=self.ctl,
+                      op=la.fused(K.OP_CG_ALPHA))
+        la.finish_unfused(self.partial, npq, K.OP_CG_ALPHA, self.ctl)
         la.launch(k.update_xr, self.n, self.x, self.r, self.p, self.q, K.ALPHA, la.empty_f, 0,
-                  self.partial, K.OP_CHECK, self.ctl, la.ticket)
+                  self.partial, la.fused(K.OP_CHECK), self.ctl, la.ticket)
+        la.finish_unfused(self.partial, nb, K.OP_CHECK, self.ctl)
         z = self._precondition(K.OP_CG_BETA)
         la.launch(k.cg_update_p, self.n, self.p, z, 0, self.ctl)
 
@@ -326,23 +352,29 @@ class DeviceBiCGStab(_Solver):
         bs, ctl, part = self.bs, self.ctl, self.partial
 
         def start():
-            la.launch(k.init_residual, n, rhs, self.x, self.r, self.rhat, 1, part, K.OP_INIT,
-                      ctl, la.ticket)
+            la.launch(k.init_residual, n, rhs, self.x, self.r, self.rhat, 1, part,
+                      la.fused(K.OP_INIT), ctl, la.ticket)
+            la.finish_unfused(part, la.nblocks(n), K.OP_INIT, ctl)
             la.launch(k.block_inverse, nrow, a.data, self.diag_pos, bs, self.kind, self.minv)
 
         def iterate():
             # five kernels; each dot is finished by the kernel that produced its partials
+            # (with la.fuse False, by a finish launch after it)
             la.launch(k.bi_update_p, nrow, self.r, self.p, self.v, self.minv, bs, self.phat,
                       ctl)
-            la.spmv(a, self.phat, self.v, w=self.rhat, partial=part, ctl=ctl,
-                    op=K.OP_BI_ALPHA)
+            nrv = la.spmv(a, self.phat, self.v, w=self.rhat, partial=part, ctl=ctl,
+                          op=la.fused(K.OP_BI_ALPHA))
+            la.finish_unfused(part, nrv, K.OP_BI_ALPHA, ctl)
             la.launch(k.bi_update_s, nrow, self.r, self.v, self.x, self.phat, self.minv, bs,
-                      self.shat, part, K.OP_BI_S, ctl, la.ticket)
+                      self.shat, part, la.fused(K.OP_BI_S), ctl, la.ticket)
+            la.finish_unfused(part, la.nblocks(nrow), K.OP_BI_S, ctl)
             # t = A ŝ with the partials of t·s (s is in r) and t·t
-            la.spmv(a, self.shat, self.t, w=self.r, partial=part, ctl=ctl, op=K.OP_BI_OMEGA,
-                    ndot=2)
+            nts = la.spmv(a, self.shat, self.t, w=self.r, partial=part, ctl=ctl,
+                          op=la.fused(K.OP_BI_OMEGA), ndot=2)
+            la.finish_unfused(part, nts, K.OP_BI_OMEGA, ctl)
             la.launch(k.update_xr, n, self.x, self.r, self.shat, self.t, K.OMEGA, self.rhat, 1,
-                      part, K.OP_BI_R, ctl, la.ticket)
+                      part, la.fused(K.OP_BI_R), ctl, la.ticket)
+            la.finish_unfused(part, la.nblocks(n), K.OP_BI_R, ctl)
 
         key = (id(a), id(rhs))           # DeviceSystems caches both per buffer
         its = self._run(key, start, iterate, check, inline)

@@ -232,6 +232,35 @@ def test_bicgstab_bcsr_matches_scipy(la, pre):
     np.testing.assert_allclose(x, xs, rtol=1e-9, atol=1e-12)
 
 
+def test_fused_and_separate_finishes_give_the_same_solves_bitwise(la):
+    """la.fuse False launches a finish after every dot-producing kernel: the same bits."""
+    unfused = DeviceLinalg(la.b, rb=RB, fuse=False)
+    lap = _laplacian(8)
+    a = (lap @ lap).tocsr()
+    h = HostHierarchy(a, "chebyshev", 2, max_coarse=10)
+    cfg = SimpleNamespace(rtol=1e-8, atol=0.0, max_iterations=100)
+    b = np.random.default_rng(9).standard_normal(a.shape[0])
+    out = []
+    for w in (la, unfused):
+        pcg = DevicePCG(w, DeviceMatrix.from_scipy(w, a), DeviceVCycle(w, h), cfg,
+                        np.zeros(K.NCTL))
+        pcg.b_arr[...] = b
+        x, its = pcg.solve()
+        out.append((x.copy(), its))
+    assert out[0][1] == out[1][1] and np.array_equal(out[0][0], out[1][0])
+    pat, vals, diag, a3 = _block_system(seed=3)
+    b3 = np.random.default_rng(10).standard_normal(a3.shape[0])
+    cfg = SimpleNamespace(rtol=1e-10, atol=0.0, max_iterations=100)
+    out = []
+    for w in (la, unfused):
+        solver = DeviceBiCGStab(w, pat.shape[0], 3, diag, "block_jacobi", cfg,
+                                np.zeros(K.NCTL), "momentum")
+        m = DeviceMatrix(w, pat.indptr, pat.indices, vals.reshape(-1), 3)
+        x, its = solver.solve(m, b3)
+        out.append((x.copy(), its))
+    assert out[0][1] == out[1][1] and np.array_equal(out[0][0], out[1][0])
+
+
 def test_bicgstab_limit_is_reported(la):
     from dycore.errors import SolverDivergedError
     pat, vals, diag, a = _block_system(seed=8)
