@@ -19,6 +19,7 @@ modes   : the cost of deterministic assembly and strict FP: every assembly kerne
           device-solver step in the four combinations.
 solver_ab : the device step and pressure solve with fused / separate finishes and grouped /
           one-thread rows, in one process.
+pressure_profile : microseconds per piece of a pressure CG iteration and per no-op kernel.
 libm    : strict mode (fma=0) per operation (acos, cos, sqrt, mul+add) and for both eig3
           solvers, GPU against CPU: differing entries and ulp distance.
 
@@ -388,6 +389,76 @@ def part_solver_ab(cfg, nsteps: int, results: dict) -> None:
     results["solver_ab"] = out
 
 
+def part_pressure_profile(cfg, nsteps: int, results: dict) -> None:
+    """Where a pressure CG iteration spends its time: each piece (fine-level SpMV, with dot
+    partials and fused finish, the vector update, one whole V-cycle, one smoothing step per
+    level) captured 20 times in a CUDA graph and replayed; CUDA events on the backend's stream,
+    median of 10 replays after 3, divided by 20. The same V-cycle graph with the solve marked
+    finished gives the cost of a no-op kernel (what a replayed budget past convergence costs)."""
+    from dycore.config import Config
+    from dycore.solvers import kernels as K
+    from dycore.timestepping.simulation import build_simulation
+    c = Config.model_validate({**cfg.model_dump(), "backend": {
+        **cfg.backend.model_dump(), "name": "gpu", "solver_mode": "device",
+        "assembly": "atomic"}})
+    sim = build_simulation(c)
+    for _ in range(2):
+        sim.step()
+    b, sysm = sim.backend, sim.systems
+    la, pcg = sysm.la, sysm.pcg
+    m = pcg.m
+    xp = b.xp
+    running_arr, done_arr = xp.zeros(K.NCTL), xp.zeros(K.NCTL)
+    done_arr[K.DONE] = K.CONVERGED
+    running, done = la.nb(running_arr), la.nb(done_arr)
+    reps = 20
+
+    def timed(piece, ctl):
+        running_arr[...] = 0.0                  # every piece starts from a running solve
+        done_arr[K.DONE] = K.CONVERGED
+        g = b.capture(lambda: [piece(ctl) for _ in range(reps)])
+        for _ in range(3):
+            g.replay()
+        times = []
+        for _ in range(10):
+            e0, e1 = cuda.event(), cuda.event()
+            e0.record(b.nb_stream)
+            g.replay()
+            e1.record(b.nb_stream)
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1) * 1e3 / reps)
+        return statistics.median(times), g.kernels // reps
+
+    pieces = [(f"fine SpMV, {pcg.a.nrow} rows, g={pcg.a.g}",
+               lambda ctl: la.spmv(pcg.a, pcg.p, pcg.q, ctl=ctl)),
+              ("fine SpMV + p·q partials + fused finish",
+               lambda ctl: la.spmv(pcg.a, pcg.p, pcg.q, w=pcg.p, partial=pcg.partial, ctl=ctl,
+                                   op=K.OP_STORE, slot=K.RR)),
+              # partials only: a finish here would write ctl slot 0 (DONE) and stop the rest
+              ("update_xr (x += a p, r -= a q, r·r partials)",
+               lambda ctl: la.launch(la.k.update_xr, pcg.n, pcg.x, pcg.r, pcg.p, pcg.q, K.RR,
+                                     la.empty_f, 0, pcg.partial, -1, ctl, la.ticket)),
+              ("whole V-cycle", lambda ctl: m.issue(pcg.r, pcg.partial, ctl, -1))]
+    for lev_i, lev in enumerate(getattr(m, "levels", [])):
+        a = lev["A"]
+        pieces.append((f"level {lev_i} smoothing step with SpMV ({a.nrow} rows, "
+                       f"{int(a.indices.shape[0]) / a.nrow:.0f} nnz/row, g={a.g})",
+                       lambda ctl, lev=lev, a=a: la.launch(
+                           la.k.smooth, lev["n"] * a.g, a.indptr, a.indices, a.data, a.g,
+                           lev["bufs"][0], lev["b"], lev["dinv"], lev["d"], lev["bufs"][1],
+                           0.5, 0.5, 0, 0, la.no_partial, -1, 0, ctl, la.ticket)))
+    out = {}
+    for label, piece in pieces:
+        us, nk = timed(piece, running)
+        out[label] = {"us": us, "kernels": nk}
+        say(f"pressure profile: {label}: {us:.1f} us ({nk} kernel{'s' if nk > 1 else ''})")
+    us, nk = timed(pieces[3][1], done)
+    out["no-op V-cycle"] = {"us": us, "kernels": nk}
+    say(f"pressure profile: V-cycle with the solve finished (no-op kernels): {us:.1f} us for "
+        f"{nk} kernels = {us / max(nk, 1):.2f} us per no-op kernel")
+    results["pressure_profile"] = out
+
+
 def part_compare(cfg, nsteps: int, results: dict) -> None:
     """CPU and GPU (host-solver mode) stepped in lockstep from the same initial state.
 
@@ -542,7 +613,8 @@ def main() -> int:
                 "libm": lambda: part_libm(results),
                 "modes": lambda: part_modes(cfg, args.repeat, args.steps, results),
                 "device": lambda: part_device(cfg, args.steps, results),
-                "solver_ab": lambda: part_solver_ab(cfg, args.steps, results)}
+                "solver_ab": lambda: part_solver_ab(cfg, args.steps, results),
+                "pressure_profile": lambda: part_pressure_profile(cfg, args.steps, results)}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in run_part]
     if unknown:
