@@ -72,6 +72,10 @@ def _add_run(subparsers) -> None:
     parser.add_argument("--backend", choices=("cpu", "gpu", "auto"), help="override backend.name")
     parser.add_argument("--solver-mode", choices=("host", "device"),
                         help="override backend.solver_mode")
+    parser.add_argument("--assembly", choices=("atomic", "deterministic"),
+                        help="override backend.assembly (GPU)")
+    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
+                        help="override backend.strict (GPU: no FMA contraction)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the output file (and its XDMF export) if it exists "
@@ -133,6 +137,10 @@ def _run_overrides(args: argparse.Namespace) -> dict:
         overrides.setdefault("backend", {})["name"] = args.backend
     if args.solver_mode is not None:
         overrides.setdefault("backend", {})["solver_mode"] = args.solver_mode
+    if args.assembly is not None:
+        overrides.setdefault("backend", {})["assembly"] = args.assembly
+    if args.strict is not None:
+        overrides.setdefault("backend", {})["strict"] = args.strict
     return overrides
 
 

@@ -1,4 +1,4 @@
-"""The run configuration: typed, validated pydantic models of the YAML file (STYLE.md principle 8).
+"""The run configuration: typed, validated pydantic models of the YAML file.
 
 A configuration file has eight sections, every key optional (the defaults below are the only place
 defaults live; ``dycore config --reference`` prints them as Markdown)::
@@ -303,12 +303,14 @@ class SolversConfig(_Section):
 
 # ------------------------------------------------------------------------------------ backend
 class BackendConfig(_Section):
-    """Where the work runs: the backend value of STYLE.md principle 3 is built from this."""
+    """Where the work runs: the backend value (one object passed down the layers) is built
+    from this."""
 
     name: Literal["cpu", "gpu", "auto"] = _field(
         "cpu", unit="-", description="cpu (@njit), gpu (@cuda.jit), auto (gpu if available)")
     solver_mode: Literal["host", "device"] = _field(
-        "host", unit="-", description="host: copy matrices to SciPy/PyAMG; device: CuPy solvers")
+        "host", unit="-", description="host: copy matrices to SciPy/PyAMG; device: solve on the "
+        "GPU with our CG + AMG and BiCGStab kernels")
     assembly: Literal["atomic", "deterministic"] = _field(
         "atomic", unit="-", description="GPU scatter: atomic adds, or fixed-order gather "
                                         "(bitwise reproducible)")

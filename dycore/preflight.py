@@ -164,7 +164,7 @@ def check_backend_settings(config) -> None:
     b = config.backend
     if b.name == "cpu" and b.solver_mode == "device":
         raise ConfigError(
-            f"{_where(config)}backend.solver_mode: 'device' (CuPy solvers on the GPU) needs "
+            f"{_where(config)}backend.solver_mode: 'device' (solvers on the GPU) needs "
             f"backend.name 'gpu' or 'auto', but backend.name is 'cpu'; use --backend gpu, or "
             f"solver_mode 'host' (--solver-mode host) (got 'device')")
     if b.name == "cpu":

@@ -103,7 +103,7 @@ class GPUBackend:
 
     Parameters
     ----------
-    solver_mode : "device" (CuPy Krylov solvers on the GPU) or "host" (SciPy/PyAMG on the CPU)
+    solver_mode : "device" (our CG + AMG and BiCGStab kernels on the GPU) or "host" (SciPy/PyAMG on the CPU)
     assembly : "atomic" (one thread per element, atomic adds) or "deterministic" (element
         arrays + gather by nonzero in the CPU's order)
     strict : compile kernels without FMA contraction and without LTO (bitwise mode)
