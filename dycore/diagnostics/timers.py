@@ -66,6 +66,12 @@ class StageTimers:
             if len(self._pending) > 4096:
                 self._resolve()
 
+    def add(self, name: str, ms: float) -> None:
+        """Record one call of stage ``name`` that took ``ms`` milliseconds, timed elsewhere
+        (e.g. on the host before the backend's clock existed)."""
+        self.total_ms[name] += ms
+        self.calls[name] += 1
+
     def reset(self) -> None:
         """Forget everything timed so far (e.g. after a warm-up step)."""
         self._resolve()

@@ -79,9 +79,9 @@ class PicardStepper:
     # -- stages ----------------------------------------------------------------------------
     def advance_tracer(self, name, u_nl, c_old, src, c_ref, kdiag, matrix=None):
         """Stage 3 for one tracer; returns (c_new, the Dirichlet-applied matrix values)."""
-        dt, th = self.cfg.dt, self.cfg.theta
+        dt, theta = self.cfg.dt, self.cfg.theta
         values, rhs = self.asm.tracer(name, u_nl, c_old, src, self.c.sigma, c_ref, kdiag,
-                                      dt * th, want_matrix=matrix is None)
+                                      dt * theta, want_matrix=matrix is None)
         with self.timers("boundary conditions"):
             self.vops.dirichlet(values, rhs, 1, self.ops)
         if matrix is None:
@@ -92,13 +92,13 @@ class PicardStepper:
         self.vops.axpby(c_new, 1.0, c_old, dt, dc)              # cⁿ + Δt δc
         return c_new, matrix
 
-    def momentum_predictor(self, u_nl, u_old, theta_w, p):
+    def momentum_predictor(self, u_nl, u_old, tp_theta, p):
         """Stage 4: returns u*."""
-        dt, th = self.cfg.dt, self.cfg.theta
-        buoy = self._work("buoyancy", theta_w.shape)
-        self.vops.multiply(buoy, self.c.g_over_theta_bar, theta_w)   # b = g θ'/θ̄(z)
+        dt, theta = self.cfg.dt, self.cfg.theta
+        buoy = self._work("buoyancy", tp_theta.shape)
+        self.vops.multiply(buoy, self.c.g_over_theta_bar, tp_theta)   # b = g θ'/θ̄(z)
         values, rhs = self.asm.momentum(u_nl, u_old, buoy, p, self.c.sigma, self.c.u_ref,
-                                        self.c.nu, self.c.f_cor, dt * th)
+                                        self.c.nu, self.c.f_cor, dt * theta)
         with self.timers("boundary conditions"):
             self.vops.dirichlet(values, rhs, 3, self.ops)
         with self.timers("solve momentum"):
@@ -164,11 +164,11 @@ class PicardStepper:
     def _commit(self, state, fields):
         """Copy the new fields into the state's own arrays (which stay the same objects, so
         every captured graph keeps reading the state where it is)."""
-        u, p, th_new, q_new = fields
+        u, p, tp_new, q_new = fields
         with self.timers("commit fields"):
             self.vops.copy(state.u, u)
             self.vops.copy(state.p, p)
-            self.vops.copy(state.theta_prime, th_new)
+            self.vops.copy(state.theta_prime, tp_new)
             for name in TRACERS:
                 self.vops.copy(state.q[name], q_new[name])
 
@@ -182,23 +182,23 @@ class PicardStepper:
     def _iteration(self, state, k):
         """Picard iteration k from ``state`` (read only) into the work arrays."""
         cfg, c, v = self.cfg, self.c, self.vops
-        th, relax = cfg.theta, cfg.relaxation
-        u_old, th_old, q_old = state.u, state.theta_prime, state.q
+        theta, relax = cfg.theta, cfg.relaxation   # θ-scheme weight, Picard relaxation
+        u_old, tp_old, q_old = state.u, state.theta_prime, state.q
         u_it, u_new, p, p_new = self._iterate_fields(state, k)
         u_nl = self._work("u_nl", u_old.shape)
-        src = self._work("theta_source", th_old.shape)
-        theta_w = self._work("theta_w", th_old.shape)
+        src = self._work("theta_source", tp_old.shape)
+        tp_theta = self._work("theta_w", tp_old.shape)   # θ-weighted θ'
         share = tuple(c.kappa) == tuple(c.kappa_q)       # θ' and q see the same matrix
         with self.timers("advecting velocity"):
             v.axpby(u_nl, relax, u_it, 1.0 - relax, u_old)
-            v.advection_source(src, u_it, u_old, th, c.dtheta_bar_dz)
-        th_new, mat = self.advance_tracer("theta_prime", u_nl, th_old, src, c.zeros, c.kappa)
+            v.advection_source(src, u_it, u_old, theta, c.dtheta_bar_dz)
+        tp_new, mat = self.advance_tracer("theta_prime", u_nl, tp_old, src, c.zeros, c.kappa)
         qmat = mat if share else None
         for name in TRACERS:
             _, qmat = self.advance_tracer(name, u_nl, q_old[name], c.zeros, c.q_ref[name],
                                           c.kappa_q, qmat)
-        v.axpby(theta_w, th, th_new, 1.0 - th, th_old)
-        u_star = self.momentum_predictor(u_nl, u_old, theta_w, p)
+        v.axpby(tp_theta, theta, tp_new, 1.0 - theta, tp_old)
+        u_star = self.momentum_predictor(u_nl, u_old, tp_theta, p)
         self.pressure_projection(u_star, p, u_new, p_new)
         v.max_abs_diff(u_new, u_it, self.scalars, self._CHANGE)
 
@@ -237,15 +237,15 @@ class PicardStepper:
                 k_last = -1
                 break
         _, u, _, p = self._iterate_fields(state, k)
-        th_new = self._work("new theta_prime", state.theta_prime.shape)
+        tp_new = self._work("new theta_prime", state.theta_prime.shape)
         q_new = {name: self._work(f"new {name}", state.q[name].shape) for name in TRACERS}
         div = self._work("divergence", state.p.shape)
         self.ops.C.matvec(u, div)
-        self.vops.step_scalars(u, th_new, self.ops.ml, div, self.scalars, self._STEP)
+        self.vops.step_scalars(u, tp_new, self.ops.ml, div, self.scalars, self._STEP)
         host = self.b.to_host(self.scalars)
         info.nonfinite = int(host[3])
         info.diagnostics = dict(zip(SCALAR_NAMES, (float(host[0]), 0.5 * float(host[1]),
                                                    float(host[2]))))
         if k_last >= 0:
             info.picard_change.append(float(host[self._CHANGE]))
-        return info, (u, p, th_new, q_new)
+        return info, (u, p, tp_new, q_new)
