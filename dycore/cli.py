@@ -197,21 +197,45 @@ def _export_xdmf(path: Path, out: Path | None = None) -> None:
 # ---------------------------------------------------------------------------------- plot
 def _add_plot(subparsers) -> None:
     parser = subparsers.add_parser(
-        "plot", help="plot w at the last snapshot of an output file",
-        description="Plot the vertical velocity w at the last snapshot of FILE on the vertical "
-                    "plane y = 0 and on the horizontal plane z = Z-LEVEL.")
+        "plot", help="plot a field of an output file (default w at the last snapshot)",
+        description="Plot a node field (default w) of FILE on the vertical plane y = 0 and on "
+                    "the horizontal plane z = Z-LEVEL: filled colours on a symmetric scale "
+                    "chosen from the window shown, contour lines at a fixed interval, the "
+                    "terrain in grey. --diagnostics plots the per-step diagnostics instead.")
     parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
     parser.add_argument("--png", type=Path, metavar="OUT",
-                        help="image to write (default: FILE's stem + '_w.png' beside FILE)")
+                        help="image to write (default: FILE's stem + '_FIELD.png' beside FILE)")
+    parser.add_argument("--field", default="w", metavar="NAME",
+                        help="node field: u, v, w, p, theta_prime, q_v, q_c, q_r (default: w)")
+    parser.add_argument("--time", type=float, metavar="SECONDS",
+                        help="the snapshot nearest this model time (default: the last)")
     parser.add_argument("--z-level", type=float, default=3000.0, metavar="M",
                         help="height of the horizontal section [m] (default: 3000)")
+    parser.add_argument("--xlim", type=float, nargs=2, default=(-10e3, 20e3),
+                        metavar=("X0", "X1"), help="x window [m] (default: -10000 20000)")
+    parser.add_argument("--ylim", type=float, nargs=2, default=(-10e3, 10e3),
+                        metavar=("Y0", "Y1"),
+                        help="y window of the horizontal section [m] (default: -10000 10000)")
+    parser.add_argument("--zlim", type=float, nargs=2, default=(0.0, 10e3),
+                        metavar=("Z0", "Z1"), help="z window [m] (default: 0 10000)")
+    parser.add_argument("--whole-domain", action="store_true",
+                        help="show the whole domain (ignore --xlim/--ylim/--zlim)")
+    parser.add_argument("--diagnostics", action="store_true",
+                        help="plot the per-step diagnostics (max|w|, kinetic energy, max|div u|, "
+                             "iterations) against time instead")
     parser.set_defaults(handler=_cmd_plot)
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from dycore.io.plot import plot_w
+    from dycore.io.plot import plot_diagnostics, plot_w
 
-    print(plot_w(args.file, args.png, z_level=args.z_level))
+    if args.diagnostics:
+        print(plot_diagnostics(args.file, args.png))
+        return EXIT_OK
+    whole = args.whole_domain
+    print(plot_w(args.file, args.png, field=args.field, at=args.time, z_level=args.z_level,
+                 xlim=None if whole else args.xlim, ylim=None if whole else args.ylim,
+                 zlim=None if whole else args.zlim))
     return EXIT_OK
 
 

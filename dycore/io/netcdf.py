@@ -767,9 +767,11 @@ def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> Res
     return point
 
 
-def read_last_snapshot(path: str | Path, *, fields: tuple[str, ...] | None = None
+def read_last_snapshot(path: str | Path, *, fields: tuple[str, ...] | None = None,
+                       at: float | None = None
                        ) -> tuple[float, dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Read the last complete snapshot of a file written by :class:`SnapshotWriter`.
+    """Read the last complete snapshot of a file written by :class:`SnapshotWriter` (or, with
+    ``at``, the snapshot nearest model time ``at`` [s]).
 
     Parameters
     ----------
@@ -777,6 +779,8 @@ def read_last_snapshot(path: str | Path, *, fields: tuple[str, ...] | None = Non
         The netCDF file.
     fields : tuple of str, optional
         Names to read (default: every field of :data:`FIELDS` present in the file).
+    at : float, optional
+        Model time [s]; the snapshot nearest to it is read (default: the last).
 
     Returns
     -------
@@ -801,7 +805,7 @@ def read_last_snapshot(path: str | Path, *, fields: tuple[str, ...] | None = Non
         valid = np.flatnonzero(np.isfinite(times))     # records blanked by a restart hold NaN
         if valid.size == 0:
             raise OutputError(f"{path}: the file holds no snapshot yet")
-        last = int(valid[-1])
+        last = int(valid[-1] if at is None else valid[np.argmin(np.abs(times[valid] - at))])
         names = fields if fields is not None else tuple(n for n in FIELDS if n in ds.variables)
         absent = [name for name in names if name not in ds.variables]
         if absent:

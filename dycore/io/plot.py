@@ -1,4 +1,5 @@
-"""Plots of the vertical velocity w from an output file, on plane sections of the P1 field.
+"""Plots of an output file: a node field (default w) on plane sections of the P1 field, and
+the per-step diagnostics as time series.
 
 A P1 field restricted to a plane is linear on each polygon in which the plane cuts a
 tetrahedron (a triangle or a quadrilateral), and its values on the polygon's corners are linear
@@ -9,15 +10,17 @@ Drawing uses Matplotlib's object API on an Agg canvas (no pyplot, no global back
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from dycore.errors import OutputError
-from dycore.io.netcdf import read_last_snapshot
+from dycore.io.netcdf import DIAGNOSTICS, FIELDS, NOT_RECORDED, open_output, read_last_snapshot
 
-__all__ = ["PlaneSection", "plane_section", "sample_section", "plot_w", "save_png"]
+__all__ = ["PlaneSection", "plane_section", "sample_section", "plot_w", "plot_diagnostics",
+           "nice_interval", "save_png"]
 
 _AXES = "xyz"
 
@@ -191,16 +194,52 @@ def _outline_segments(section: PlaneSection) -> np.ndarray:
     return seg[~on_box]
 
 
-def _draw_section(fig, ax, section: PlaneSection, t: float, title: str, fill_below: bool) -> None:
+#: default window of the sections [m]: the lee-wave region of mountainwave3D (mountain at x = 0)
+DEFAULT_XLIM, DEFAULT_YLIM, DEFAULT_ZLIM = (-10e3, 20e3), (-10e3, 10e3), (0.0, 10e3)
+
+
+def nice_interval(vmax: float, lines: int = 5) -> float:
+    """A contour interval of 1, 2, 2.5 or 5 × 10^k giving about ``lines`` lines from 0 to
+    ``vmax`` (> 0)."""
+    raw = vmax / lines
+    k = math.floor(math.log10(raw))
+    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if m * 10.0 ** k >= raw:
+            return m * 10.0 ** k
+    return 10.0 ** (k + 1)
+
+
+def _window(lim, lo, hi):
+    """(lim ∩ [lo, hi]) or [lo, hi] when lim is None or misses it."""
+    if lim is None:
+        return lo, hi
+    a, b = max(min(lim), lo), min(max(lim), hi)
+    return (a, b) if b > a else (lo, hi)
+
+
+def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_below: bool,
+                  window) -> None:
+    """Filled colours on a symmetric scale chosen from the window shown (99th percentile of
+    |value| there, so a thin layer of strong flow does not wash out the rest), contour lines
+    at a fixed interval (negative dashed), the terrain (grey) and the mesh outline."""
     from matplotlib.collections import LineCollection
 
     km = 1e-3
     tri = _triangulation(section)
     tri.x, tri.y = tri.x * km, tri.y * km
-    vmax = float(np.nanmax(np.abs(section.values))) if len(section.values) else 0.0
-    vmax = vmax if vmax > 0.0 and np.isfinite(vmax) else 1e-12
+    (x0, x1), (y0, y1) = (_window(window[0], tri.x.min() / km, tri.x.max() / km),
+                          _window(window[1], tri.y.min() / km, tri.y.max() / km))
+    x0, x1, y0, y1 = x0 * km, x1 * km, y0 * km, y1 * km
+    inside = (tri.x >= x0) & (tri.x <= x1) & (tri.y >= y0) & (tri.y <= y1)
+    shown = np.abs(section.values[inside]) if inside.any() else np.abs(section.values)
+    shown = shown[np.isfinite(shown)]
+    vmax = float(np.percentile(shown, 99)) if shown.size else 0.0
+    vmax = vmax if vmax > 0.0 else 1e-12
     image = ax.tripcolor(tri, section.values, shading="gouraud", cmap="RdBu_r",
                          vmin=-vmax, vmax=vmax, rasterized=True)
+    step = nice_interval(vmax)
+    levels = [k * step for k in range(-int(vmax / step) - 1, int(vmax / step) + 2) if k != 0]
+    ax.tricontour(tri, section.values, levels=levels, colors="k", linewidths=0.5)
     outline = _outline_segments(section) * km
     if len(outline):
         if fill_below:
@@ -209,29 +248,46 @@ def _draw_section(fig, ax, section: PlaneSection, t: float, title: str, fill_bel
             x, z = ends[order, 0], ends[order, 1]
             ax.fill_between(x, tri.y.min(), z, color="0.6", zorder=2)
         ax.add_collection(LineCollection(outline, colors="k", linewidths=1.0, zorder=3))
-    ax.set_xlim(tri.x.min(), tri.x.max())
-    ax.set_ylim(tri.y.min(), tri.y.max())
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
     names = [_AXES[a] for a in section.in_plane_axes]
     ax.set_xlabel(f"{names[0]} [km]")
     ax.set_ylabel(f"{names[1]} [km]")
-    ax.set_title(f"{title}, t = {t:g} s")
-    fig.colorbar(image, ax=ax, label="w [m/s]", shrink=0.9)
+    ax.set_title(f"{title}; contours every {step:g}")
+    fig.colorbar(image, ax=ax, label=label, shrink=0.9, extend="both")
 
 
-def plot_w(path: str | Path, png_path: str | Path | None = None, *, z_level: float = 3000.0,
-           y_section: float = 0.0) -> Path:
-    """Plot w at the last snapshot on the planes y = ``y_section`` and z = ``z_level``.
+def _file_title(path: Path) -> str:
+    """The run's title attribute and mesh size, for the figure title."""
+    ds = open_output(path)
+    try:
+        return (f"{getattr(ds, 'title', path.stem)}: {len(ds.dimensions['nodes']):,} nodes, "
+                f"{len(ds.dimensions['cells']):,} tetrahedra")
+    finally:
+        ds.close()
+
+
+def plot_w(path: str | Path, png_path: str | Path | None = None, *, field: str = "w",
+           at: float | None = None, z_level: float = 3000.0, y_section: float = 0.0,
+           xlim=DEFAULT_XLIM, ylim=DEFAULT_YLIM, zlim=DEFAULT_ZLIM) -> Path:
+    """Plot a node field (default w) on the planes y = ``y_section`` and z = ``z_level``.
 
     Parameters
     ----------
     path : str or Path
         Output file of a run (:class:`dycore.io.netcdf.SnapshotWriter`).
     png_path : str or Path, optional
-        Image to write; default ``<path stem>_w.png`` beside ``path``.
+        Image to write; default ``<path stem>_<field>.png`` beside ``path``.
+    field : str
+        A node field of the file (:data:`dycore.io.netcdf.FIELDS`).
+    at : float, optional
+        Model time [s]: the snapshot nearest to it (default: the last).
     z_level : float
         Height of the horizontal section [m].
     y_section : float
         Position of the vertical section [m] (the mountain is at y = 0).
+    xlim, ylim, zlim : (lo, hi) [m] or None
+        The window shown (None: the whole domain); the colour scale is chosen inside it.
 
     Returns
     -------
@@ -241,36 +297,101 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, z_level: flo
     Raises
     ------
     OutputError
-        The file cannot be read, has no ``w``, a plane misses the mesh, or the PNG cannot be
-        written.
+        The file cannot be read, has no such field, a plane misses the mesh, or the PNG cannot
+        be written.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     path = Path(path)
-    png_path = Path(png_path) if png_path is not None else path.with_name(path.stem + "_w.png")
-    t, fields, coords, cell_nodes = read_last_snapshot(path, fields=("w",))
-    w = fields["w"]
-    if not np.any(np.isfinite(w)):
-        raise OutputError(f"{path}: w was not written in the last snapshot (t = {t:g} s)")
+    png_path = (Path(png_path) if png_path is not None
+                else path.with_name(f"{path.stem}_{field}.png"))
+    if field not in FIELDS:
+        raise OutputError(f"--field {field!r}: expected one of {', '.join(FIELDS)}")
+    t, fields, coords, cell_nodes = read_last_snapshot(path, fields=(field,), at=at)
+    values = fields[field]
+    if not np.any(np.isfinite(values)):
+        raise OutputError(f"{path}: {field} was not written in the snapshot at t = {t:g} s")
     sections = []
     for axis, level in ((1, y_section), (2, z_level)):
-        section = plane_section(coords, cell_nodes, w, axis=axis, level=level)
+        section = plane_section(coords, cell_nodes, values, axis=axis, level=level)
         if len(section.triangles) == 0:
             lo, hi = coords[:, axis].min(), coords[:, axis].max()
             raise OutputError(f"{path}: the plane {_AXES[axis]} = {level:g} m does not cut the "
                               f"mesh ({_AXES[axis]} from {lo:g} to {hi:g} m)")
         sections.append(section)
 
-    fig = Figure(figsize=(15, 5.2), layout="constrained")
+    label = f"{field} [{FIELDS[field][1]}]"
+    fig = Figure(figsize=(15, 5.6), layout="constrained")
     FigureCanvasAgg(fig)
+    fig.suptitle(f"{_file_title(path)}; t = {t:g} s")
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.7, 1.0]})
-    _draw_section(fig, left, sections[0], t, f"w on y = {y_section * 1e-3:g} km",
-                  fill_below=True)
-    _draw_section(fig, right, sections[1], t, f"w on z = {z_level * 1e-3:g} km",
-                  fill_below=False)
+    _draw_section(fig, left, sections[0], f"{field} on y = {y_section * 1e-3:g} km", label,
+                  True, (xlim, zlim))
+    _draw_section(fig, right, sections[1], f"{field} on z = {z_level * 1e-3:g} km", label,
+                  False, (xlim, ylim))
     right.set_aspect("equal")
     return save_png(fig, png_path, dpi=120)
+
+
+def plot_diagnostics(path: str | Path, png_path: str | Path | None = None) -> Path:
+    """Time series of the per-step diagnostics of an output file, one panel each.
+
+    Parameters
+    ----------
+    path : str or Path
+        Output file of a run.
+    png_path : str or Path, optional
+        Image to write; default ``<path stem>_diagnostics.png`` beside ``path``.
+
+    Returns
+    -------
+    Path
+        The PNG written.
+
+    Raises
+    ------
+    OutputError
+        The file cannot be read, holds no step yet, or the PNG cannot be written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    png_path = (Path(png_path) if png_path is not None
+                else path.with_name(f"{path.stem}_diagnostics.png"))
+    ds = open_output(path)
+    try:
+        t = np.asarray(ds.variables["diag_time"][:], dtype=float)
+        series = {}
+        for name, (long_name, units, dtype) in DIAGNOSTICS.items():
+            if name in ds.variables:
+                v = np.asarray(ds.variables[name][:], dtype=float)
+                if dtype != "f8":
+                    v[v == float(NOT_RECORDED)] = np.nan      # integer: not recorded
+                if np.isfinite(v).any():
+                    series[name] = (long_name, units, v)
+        title = _file_title(path)
+    except (KeyError, OSError, RuntimeError) as exc:
+        raise OutputError(f"{path}: cannot read the diagnostics ({exc})") from None
+    finally:
+        ds.close()
+    ok = np.isfinite(t)
+    if not ok.any():
+        raise OutputError(f"{path}: the file holds no time step yet")
+    fig = Figure(figsize=(13, 2.4 * ((len(series) + 1) // 2) + 0.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.suptitle(f"{title}: per-step diagnostics")
+    axes = fig.subplots((len(series) + 1) // 2, 2, squeeze=False).ravel()
+    for ax, (name, (long_name, units, v)) in zip(axes, series.items()):
+        ax.plot(t[ok], v[ok], lw=1.2)
+        ax.set_title(long_name, fontsize=9)
+        ax.set_ylabel(f"{name} [{units}]", fontsize=8)
+        ax.set_xlabel("t [s]", fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(series):]:
+        ax.set_visible(False)
+    return save_png(fig, png_path, dpi=110)
 
 
 def save_png(fig, path, dpi: int):

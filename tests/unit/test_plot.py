@@ -130,3 +130,48 @@ def test_plot_w_errors(tmp_path):
         plot_w(path)                                  # the default 3 km is above this toy box
     with pytest.raises(OutputError, match="cannot open"):
         plot_w(tmp_path / "absent.nc")
+
+
+def test_nice_interval_and_window():
+    from dycore.io.plot import _window, nice_interval
+
+    assert [nice_interval(v) for v in (2.2, 0.45, 1.0, 7.0)] == [0.5, 0.1, 0.2, 2.0]
+    assert _window((-1.0, 1.0), -3.0, 3.0) == (-1.0, 1.0)
+    assert _window((2.0, -5.0), -3.0, 3.0) == (-3.0, 2.0)          # order and clipping
+    assert _window((10.0, 20.0), -3.0, 3.0) == (-3.0, 3.0)         # misses: the whole range
+    assert _window(None, -3.0, 3.0) == (-3.0, 3.0)
+
+
+def test_plot_field_at_a_time_and_the_diagnostics(tmp_path):
+    from dycore.io.netcdf import read_last_snapshot
+    from dycore.io.plot import plot_diagnostics
+
+    coords, tets = box_mesh(8, 8, 4, terrain=_bump)
+    path = tmp_path / "run.nc"
+    with SnapshotWriter(path, types.SimpleNamespace(coords=coords, tets=tets),
+                        config_yaml="", version="0") as writer:
+        writer.write_snapshot(0.0, {"w": np.zeros(len(coords)), "u": coords[:, 0]})
+        for step in range(1, 4):
+            writer.write_diagnostics(step, 10.0 * step, {"max_abs_w": 0.1 * step,
+                                                         "kinetic_energy": 5.0 + step})
+        writer.write_snapshot(30.0, {"w": coords[:, 2], "u": 2.0 * coords[:, 0]})
+    assert read_last_snapshot(path, at=12.0)[0] == 0.0
+    assert read_last_snapshot(path, at=29.0)[0] == 30.0
+    t, f, _, _ = read_last_snapshot(path, fields=("u",), at=1.0)
+    np.testing.assert_array_equal(f["u"], coords[:, 0])
+    png = plot_w(path, field="u", at=0.0, z_level=1.0, xlim=(-1.0, 1.0))
+    assert png.name == "run_u.png" and png.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(OutputError, match=r"--field 'vorticity': expected one of u, v, w"):
+        plot_w(path, field="vorticity", z_level=1.0)
+    diag = plot_diagnostics(path)
+    assert diag.name == "run_diagnostics.png" and diag.stat().st_size > 10_000
+
+
+def test_plot_diagnostics_of_a_file_without_steps(tmp_path):
+    from dycore.io.plot import plot_diagnostics
+
+    coords, tets = box_mesh(2, 2, 2)
+    path = tmp_path / "run.nc"
+    _write_run(path, coords, tets, coords[:, 0])
+    with pytest.raises(OutputError, match="holds no time step yet"):
+        plot_diagnostics(path)
