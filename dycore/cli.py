@@ -211,13 +211,15 @@ def _add_plot(subparsers) -> None:
                         help="the snapshot nearest this model time (default: the last)")
     parser.add_argument("--z-level", type=float, default=3000.0, metavar="M",
                         help="height of the horizontal section [m] (default: 3000)")
-    parser.add_argument("--xlim", type=float, nargs=2, default=(-10e3, 20e3),
-                        metavar=("X0", "X1"), help="x window [m] (default: -10000 20000)")
-    parser.add_argument("--ylim", type=float, nargs=2, default=(-10e3, 10e3),
-                        metavar=("Y0", "Y1"),
-                        help="y window of the horizontal section [m] (default: -10000 10000)")
-    parser.add_argument("--zlim", type=float, nargs=2, default=(0.0, 10e3),
-                        metavar=("Z0", "Z1"), help="z window [m] (default: 0 10000)")
+    from dycore.io.plot import DEFAULT_XLIM, DEFAULT_YLIM, DEFAULT_ZLIM   # no matplotlib yet
+
+    def window(name, lim, what):
+        parser.add_argument(f"--{name}lim", type=float, nargs=2, default=lim,
+                            metavar=(f"{name.upper()}0", f"{name.upper()}1"),
+                            help=f"{what} [m] (default: {lim[0]:g} {lim[1]:g})")
+    window("x", DEFAULT_XLIM, "x window")
+    window("y", DEFAULT_YLIM, "y window of the horizontal section")
+    window("z", DEFAULT_ZLIM, "z window of the vertical section")
     parser.add_argument("--whole-domain", action="store_true",
                         help="show the whole domain (ignore --xlim/--ylim/--zlim)")
     parser.add_argument("--diagnostics", action="store_true",
