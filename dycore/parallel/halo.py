@@ -1,0 +1,114 @@
+"""Halo exchange on CPU ranks (mpi4py point-to-point) and the gather of owned values to rank 0.
+
+:class:`HaloExchange` fills the ghost slots of a local vector with the owners' values:
+non-blocking ``Irecv`` from every neighbour into a receive buffer, pack + ``Isend`` of the
+owned values each neighbour holds as ghosts, ``Waitall``, unpack. ``begin`` / ``end`` split the
+two halves so a caller can compute between them (the interior rows of an SpMV,
+:mod:`dycore.parallel.spmv`). The plan (who sends which local indices to whom) is a
+:class:`~dycore.parallel.partition.HaloPlan`; a value moves as float64.
+
+On GPU ranks the same plan drives NCCL send/recv of device buffers (docs/architecture.md,
+"Scaling out"); this module is the CPU-rank implementation.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["HaloExchange", "gather_to_root"]
+
+_TAG = 1515
+
+
+class HaloExchange:
+    """Ghost update of local vectors for one :class:`HaloPlan` and one block size.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator (the ranks of the partition, rank = partition rank)
+    plan : HaloPlan of this rank
+    block : int — values per node (1: scalar fields, 3: velocity)
+
+    Attributes
+    ----------
+    bytes_sent : int — bytes sent by this rank since construction (all exchanges)
+    exchanges : int — number of completed exchanges
+    """
+
+    def __init__(self, comm, plan, block: int = 1):
+        self.comm, self.plan, self.block = comm, plan, int(block)
+        shape = (() if self.block == 1 else (self.block,))
+        self._sbuf = {q: np.empty((idx.size,) + shape) for q, idx in plan.send.items()}
+        self._rbuf = {q: np.empty((idx.size,) + shape) for q, idx in plan.recv.items()}
+        self._reqs = []
+        self.bytes_sent = 0
+        self.exchanges = 0
+
+    def _check(self, x) -> None:
+        want = (self.plan.n_local,) + (() if self.block == 1 else (self.block,))
+        if x.shape[:len(want)] != want or x.dtype != np.float64:
+            raise ValueError(f"halo exchange: local vector must be float64 of shape {want}, "
+                             f"got {x.dtype} {x.shape}")
+
+    def begin(self, x: np.ndarray) -> None:
+        """Post the receives and sends of ``x``'s owned values (x: (n_local[, block]) float64).
+
+        ``x``'s owned part must not change and its ghost part must not be read until
+        :meth:`end`.
+        """
+        if self._reqs:
+            raise RuntimeError("halo exchange: begin() called twice without end()")
+        self._check(x)
+        reqs = [self.comm.Irecv(self._rbuf[q], source=q, tag=_TAG) for q in self._rbuf]
+        for q, idx in self.plan.send.items():
+            buf = self._sbuf[q]
+            np.take(x, idx, axis=0, out=buf)
+            reqs.append(self.comm.Isend(buf, dest=q, tag=_TAG))
+            self.bytes_sent += buf.nbytes
+        self._reqs = reqs
+
+    def end(self, x: np.ndarray) -> None:
+        """Wait for the messages of :meth:`begin` and write the ghost values into ``x``."""
+        from mpi4py import MPI
+        MPI.Request.Waitall(self._reqs)
+        self._reqs = []
+        for q, idx in self.plan.recv.items():
+            x[idx] = self._rbuf[q]
+        self.exchanges += 1
+
+    def update(self, x: np.ndarray) -> None:
+        """``begin`` + ``end``: fill the ghosts of ``x`` now."""
+        self.begin(x)
+        self.end(x)
+
+
+def gather_to_root(comm, owned: np.ndarray, values: np.ndarray, nnodes: int, root: int = 0):
+    """Collect every rank's owned values into one global array on ``root``.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator
+    owned : (n_owned,) int — global ids of this rank's owned nodes
+    values : (n_owned, ...) — their values (any trailing shape, same on every rank)
+    nnodes : int — global node count
+
+    Returns
+    -------
+    (nnodes, ...) array on ``root`` (values in global node order), None elsewhere.
+
+    Raises
+    ------
+    ValueError on root if the ranks' owned sets do not cover every node exactly once.
+    """
+    values = np.ascontiguousarray(values)
+    parts = comm.gather((np.asarray(owned, np.int64), values), root=root)
+    if comm.rank != root:
+        return None
+    out = np.zeros((nnodes,) + values.shape[1:], dtype=values.dtype)
+    seen = np.zeros(nnodes, np.int64)
+    for ids, vals in parts:
+        out[ids] = vals
+        seen[ids] += 1
+    if np.any(seen != 1):
+        bad = int(np.flatnonzero(seen != 1)[0])
+        raise ValueError(f"gather_to_root: node {bad} owned by {int(seen[bad])} ranks")
+    return out

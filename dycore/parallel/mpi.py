@@ -1,0 +1,53 @@
+"""MPI start-up for CPU ranks: the world communicator and one-message, all-ranks error exit.
+
+mpi4py (with the ``mpich`` wheel, which also installs ``mpiexec``) comes with the ``mpi``
+extra. :func:`abort_on_error` turns an exception on any rank into one message on stderr
+(prefixed with the rank) and ``MPI_Abort``, so a failure on one rank ends every rank instead
+of leaving the others waiting in a collective.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from dycore.errors import BackendUnavailableError
+
+__all__ = ["world", "abort_on_error"]
+
+
+def world():
+    """``MPI.COMM_WORLD``.
+
+    Raises
+    ------
+    BackendUnavailableError if mpi4py (or its MPI library) is not installed.
+    """
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:                                    # pragma: no cover
+        raise BackendUnavailableError(
+            f"MPI runs need mpi4py and an MPI library: pip install -e \".[mpi]\" ({exc})"
+        ) from exc
+    return MPI.COMM_WORLD
+
+
+@contextlib.contextmanager
+def abort_on_error(comm, exit_code: int = 1):
+    """Run the block; on an exception print ``rank R: Type: message`` once and abort all ranks.
+
+    ``SystemExit`` with status 0 passes through. Other ranks are killed by ``MPI_Abort`` (the
+    launcher reports the exit status ``exit_code``).
+    """
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            raise
+        _abort(comm, f"exit status {exc.code}", exit_code)
+    except BaseException as exc:                                  # noqa: BLE001
+        _abort(comm, f"{type(exc).__name__}: {exc}", exit_code)
+
+
+def _abort(comm, message: str, exit_code: int) -> None:
+    print(f"rank {comm.rank} of {comm.size}: {message}", file=sys.stderr, flush=True)
+    comm.Abort(exit_code)
