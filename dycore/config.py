@@ -195,6 +195,11 @@ class PhysicsConfig(_Section):
     stabilisation: float = _field(1.0, unit="1",
                                   description="scale of the P1-P1 pressure stabilisation KMK "
                                               "(0 switches it off)", ge=0)
+    no_normal_flow: Literal["strong", "weak"] = _field(
+        "strong", unit="-",
+        description="no flow through ground and lid: 'strong' rotates the velocity at their "
+                    "nodes to normal/tangential components and sets the normal one to 0 "
+                    "(free slip); 'weak' only leaves the boundary term out of the divergence")
 
 
 # --------------------------------------------------------------------------------------- time

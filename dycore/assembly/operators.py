@@ -7,6 +7,10 @@ included), so the continuity right-hand side ct_rhs is zero. CMC = C M_L⁻¹ C�
 zero at Dirichlet velocity nodes (the correction never moves them); KMK = K_p diag(1/M_Lᵖ) K_p.
 The pressure matrix CMC + s·KMK (s = physics.stabilisation) is pinned at one node (pressure is
 defined up to a constant) and is constant in time, so its AMG hierarchy is built once.
+
+With the strong no-normal-flow condition (:mod:`dycore.assembly.no_normal_flow`) the correction
+M_L⁻¹Cᵀδp loses its normal component at rotated ground/lid nodes, and CMC = C P M_L⁻¹ Cᵀ with
+Pᵢ = I − nᵢnᵢᵀ there (symmetric, positive semi-definite like before).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from dycore.assembly.no_normal_flow import NoNormalFlow, build_no_normal_flow
 from dycore.errors import MeshError
 
 __all__ = ["MeshOperators", "build_mesh_operators", "csr_positions"]
@@ -51,6 +56,8 @@ class MeshOperators:
         rows; dir_diag_pos : (nd,) positions of their diagonal entries; dir_row_start,
         dir_row_end : (nd,) int32 first and one-past-last nonzero of each Dirichlet row
     detj_min : float — smallest element det J (checked > 0)
+    nnf : NoNormalFlow with backend arrays (frames flat, (9·nr,)) for the strong
+        no-normal-flow condition, or None (weak condition: nothing rotated)
     """
 
     ml: object
@@ -67,6 +74,7 @@ class MeshOperators:
     detj_min: float
     dir_row_start: object = None
     dir_row_end: object = None
+    nnf: NoNormalFlow | None = None
 
 
 def _lateral_face_mass(mesh, sparsity, tags) -> np.ndarray:
@@ -85,8 +93,25 @@ def _lateral_face_mass(mesh, sparsity, tags) -> np.ndarray:
     return out
 
 
+def _projected_inverse_mass(ml_inv_u, nnf) -> sp.csr_matrix:
+    """(3n,3n) block diagonal M_L⁻¹ with Pᵢ = I − nᵢnᵢᵀ at the rotated nodes of ``nnf``."""
+    n = ml_inv_u.shape[0]
+    diag = ml_inv_u.ravel().copy()
+    if nnf is None or nnf.nodes.size == 0:
+        return sp.diags(diag).tocsr()
+    diag[(3 * nnf.nodes[:, None] + np.arange(3)).ravel()] = 0.0
+    nrm = nnf.normals
+    blocks = ml_inv_u[nnf.nodes, 0][:, None, None] * (
+        np.eye(3)[None] - nrm[:, :, None] * nrm[:, None, :])
+    rows = np.repeat(3 * nnf.nodes[:, None] + np.arange(3), 3, axis=1)      # (nr, 9)
+    cols = np.tile(3 * nnf.nodes[:, None] + np.arange(3), (1, 3))
+    a = sp.coo_matrix((blocks.reshape(-1, 9).ravel(), (rows.ravel(), cols.ravel())),
+                      shape=(3 * n, 3 * n))
+    return (sp.diags(diag) + a).tocsr()
+
+
 def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, stabilisation,
-                         timers) -> MeshOperators:
+                         timers, no_normal_flow_tags=(), surface_normals=None) -> MeshOperators:
     """Assemble every mesh-only operator once (docs/equations.md §3, §6).
 
     Parameters
@@ -94,6 +119,10 @@ def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, sta
     mesh : Mesh; backend : CPU/GPU backend; assembler : that backend's assembler
     sparsity : Sparsity (host arrays); dirichlet_tags : face tags with strong Dirichlet velocity
     stabilisation : float — scale s of KMK (1 = the K_e = ½∫∇ψᵀh̄∇ψ of docs/equations.md §3)
+    no_normal_flow_tags : face tags with the strong no-normal-flow condition (empty: the weak
+        condition only, nothing rotated)
+    surface_normals : exact normals per tag (see
+        :func:`dycore.assembly.no_normal_flow.build_no_normal_flow`), or None
 
     Raises
     ------
@@ -122,7 +151,9 @@ def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, sta
         dir_nodes = np.unique(mesh.faces[np.isin(mesh.face_tags, np.asarray(dirichlet_tags))])
         ml_inv_u = np.repeat((1.0 / ml)[:, None], 3, axis=1)
         ml_inv_u[dir_nodes] = 0.0
-        cmc = (C @ sp.diags(ml_inv_u.ravel()) @ C.T).tocsr()
+        nnf = (build_no_normal_flow(mesh, sparsity, no_normal_flow_tags, dir_nodes,
+                                    surface_normals) if len(no_normal_flow_tags) else None)
+        cmc = (C @ _projected_inverse_mass(ml_inv_u, nnf) @ C.T).tocsr()
         Kp = sp.csr_matrix((kp, sparsity.indices, sparsity.indptr), shape=(n, n))
         kmk = (stabilisation * (Kp @ sp.diags(1.0 / ml) @ Kp)).tocsr()
         pressure = (cmc + kmk).tocsr()
@@ -145,7 +176,17 @@ def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, sta
         dir_diag_pos=backend.to_device(dir_diag_pos.astype(np.int64)),
         detj_min=float(detj.min()),
         dir_row_start=backend.to_device(sparsity.indptr[dir_nodes].astype(np.int32)),
-        dir_row_end=backend.to_device(sparsity.indptr[dir_nodes + 1].astype(np.int32)))
+        dir_row_end=backend.to_device(sparsity.indptr[dir_nodes + 1].astype(np.int32)),
+        nnf=None if nnf is None else _on_backend(nnf, backend))
+
+
+def _on_backend(nnf: NoNormalFlow, backend) -> NoNormalFlow:
+    """``nnf`` with its arrays on the backend, frames flattened to (9·nr,) for the kernels."""
+    dev = backend.to_device
+    return NoNormalFlow(nodes=dev(nnf.nodes), frames=dev(nnf.frames.reshape(-1)),
+                        blk_pos=dev(nnf.blk_pos), blk_row=dev(nnf.blk_row),
+                        blk_col=dev(nnf.blk_col), blk_diag=dev(nnf.blk_diag),
+                        diag_pos=dev(nnf.diag_pos))
 
 
 def _csr_parts(a: sp.csr_matrix):

@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dycore.assembly import cpu as launch
+from dycore.assembly import no_normal_flow as nnf_ops
 from dycore.diagnostics.counters import Counters
 from dycore.diagnostics.timers import WallMarker
 from dycore.dtypes import REAL
@@ -63,6 +64,18 @@ class CPUVectorOps:
     @staticmethod
     def scatter_fill(a, idx, value) -> None:
         a[idx] = value
+
+    @staticmethod
+    def rotate_system(values, rhs, u_old, dt, nnf) -> None:
+        nnf_ops.rotate_system(values, rhs, u_old, dt, nnf)
+
+    @staticmethod
+    def unrotate(x, nnf) -> None:
+        nnf_ops.unrotate(x, nnf)
+
+    @staticmethod
+    def remove_normal(x, nnf) -> None:
+        nnf_ops.remove_normal(x, nnf)
 
     @staticmethod
     def max_abs_diff(x, y, out, slot) -> None:

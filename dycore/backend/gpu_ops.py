@@ -133,6 +133,31 @@ class GPUVectorOps:
             self.b.launch(self.k.scatter_fill, self.grid(idx.shape[0]), self._flat(a),
                           self.b.nb(idx), float(value))
 
+    def rotate_system(self, values, rhs, u_old, dt, nnf) -> None:
+        """Momentum system to node-normal coordinates at the rotated nodes of ``nnf``
+        (:mod:`dycore.assembly.no_normal_flow`): values (nnz,3,3), rhs (n,3), u_old (n,3)."""
+        if not nnf.nodes.shape[0]:
+            return
+        nb = self.b.nb
+        self.b.launch(self.k.nnf_rotate_blocks, self.grid(nnf.blk_pos.shape[0]),
+                      self._flat(values), nb(nnf.frames), nb(nnf.blk_pos), nb(nnf.blk_row),
+                      nb(nnf.blk_col), nb(nnf.blk_diag))
+        self.b.launch(self.k.nnf_rotate_rhs, self.grid(nnf.nodes.shape[0]), self._flat(rhs),
+                      self._flat(u_old), nb(nnf.nodes), nb(nnf.frames), float(dt),
+                      self._flat(values), nb(nnf.diag_pos))
+
+    def unrotate(self, x, nnf) -> None:
+        """x (n,3) ← Rᵀ x at the rotated nodes."""
+        if nnf.nodes.shape[0]:
+            self.b.launch(self.k.nnf_unrotate, self.grid(nnf.nodes.shape[0]), self._flat(x),
+                          self.b.nb(nnf.nodes), self.b.nb(nnf.frames))
+
+    def remove_normal(self, x, nnf) -> None:
+        """x (n,3) ← x − n(n·x) at the rotated nodes."""
+        if nnf.nodes.shape[0]:
+            self.b.launch(self.k.nnf_remove_normal, self.grid(nnf.nodes.shape[0]),
+                          self._flat(x), self.b.nb(nnf.nodes), self.b.nb(nnf.frames))
+
     def max_abs_diff(self, x, y, out, slot) -> None:
         """out[slot] = max |x − y| (NaN if any difference is NaN)."""
         n = x.size

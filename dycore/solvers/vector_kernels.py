@@ -10,6 +10,11 @@ x_plus_yz                out = x + y·z
 multiply                 out = x·y
 advection_source         src = −(θ·w + (1 − θ)·wⁿ)·dθ̄/dz        (w: column 2 of (n,3) fields)
 dirichlet_rows           rows of Dirichlet nodes: zero blocks, identity diagonal, zero rhs
+nnf_rotate_blocks        R_row·A·R_colᵀ on the blocks touching rotated (ground/lid) nodes,
+                         normal rows reduced to their diagonal entry (:mod:`dycore.assembly.no_normal_flow`)
+nnf_rotate_rhs           R·rhs at rotated nodes, normal entry a_nn·(−(n·uⁿ)/Δt)
+nnf_unrotate             x ← Rᵀx at rotated nodes
+nnf_remove_normal        x ← x − n(n·x) at rotated nodes
 scatter_fill             a[idx] = value
 max_abs_diff             block maxima of |x − y| (then :func:`finish_max`)
 step_scalars             block partials of max|w|, ½Σ M_L|u|², max|div/M_L|, #non-finite
@@ -20,6 +25,8 @@ from __future__ import annotations
 import math
 
 from numba import cuda, float64
+
+from dycore.assembly import no_normal_flow as nnf
 
 __all__ = ["build_vector_kernels", "NSTEP_SCALARS"]
 
@@ -90,6 +97,33 @@ def build_vector_kernels(jit, device_jit, rb: int) -> dict:
             values[diag_pos[q] * nb + a * bs + a] = 1.0
             rhs[i * bs + a] = 0.0
 
+    # the one-source arithmetic of dycore.assembly.no_normal_flow, as device functions (the
+    # simulator hands kernel arguments only to device functions, not to @njit ones)
+    rotate_block = device_jit(nnf.rotate_block.py_func)
+    rotate_rhs_node = device_jit(nnf.rotate_rhs_node.py_func)
+    unrotate_node = device_jit(nnf.unrotate_node.py_func)
+    remove_normal_node = device_jit(nnf.remove_normal_node.py_func)
+
+    def nnf_rotate_blocks(values, frames, pos, frow, fcol, diag):
+        k = cuda.grid(1)
+        if k < pos.shape[0]:
+            rotate_block(values, pos[k], frames, frow[k], fcol[k], diag[k])
+
+    def nnf_rotate_rhs(rhs, u_old, nodes, frames, dt, values, diag_pos):
+        f = cuda.grid(1)
+        if f < nodes.shape[0]:
+            rotate_rhs_node(rhs, u_old, nodes[f], frames, f, dt, values[9 * diag_pos[f]])
+
+    def nnf_unrotate(x, nodes, frames):
+        f = cuda.grid(1)
+        if f < nodes.shape[0]:
+            unrotate_node(x, nodes[f], frames, f)
+
+    def nnf_remove_normal(x, nodes, frames):
+        f = cuda.grid(1)
+        if f < nodes.shape[0]:
+            remove_normal_node(x, nodes[f], frames, f)
+
     def scatter_fill(a, idx, value):
         q = cuda.grid(1)
         if q < idx.shape[0]:
@@ -154,6 +188,7 @@ def build_vector_kernels(jit, device_jit, rb: int) -> dict:
                 out[slot + c] = sh[c, 0]
 
     names = ("axpby", "x_plus_yz", "multiply", "advection_source", "dirichlet_rows", "scatter_fill",
+             "nnf_rotate_blocks", "nnf_rotate_rhs", "nnf_unrotate", "nnf_remove_normal",
              "max_abs_diff", "step_scalars", "finish_columns")
     local = locals()
     return {name: jit(local[name]) for name in names}

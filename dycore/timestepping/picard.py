@@ -7,9 +7,12 @@ For each of ``nonlinear_iterations`` (stopping early when the iterate change < t
 3. tracers                  (M + ΔtθL) δc = −L cⁿ + sources;  c = cⁿ + Δt δc
                             (θ' with source −w dθ̄/dz, w θ-weighted; q_v, q_c, q_r)
 4. momentum predictor       big_m δu = −L uⁿ + ∫N b ẑ + ∫N σ u_ref + Cᵀp;  u* = uⁿ + Δt δu
-                            (b = g θ'/θ̄(z) θ-weighted between θ'ⁿ and the new θ')
+                            (b = g θ'/θ̄(z) θ-weighted between θ'ⁿ and the new θ'; with the
+                            strong no-normal-flow condition the system is rotated to node-normal
+                            coordinates at ground/lid nodes and n·u* = 0 is imposed there)
 5. pressure                 (CMC + KMK) δp = −C u* − Δt·KMK·p;  p ← p + δp/Δt
-6. velocity correction      u = u* + M_L⁻¹ Cᵀ δp   (Dirichlet nodes excluded)
+6. velocity correction      u = u* + M_L⁻¹ P Cᵀ δp   (Dirichlet nodes excluded; P removes the
+                            normal component at rotated nodes)
 7. convergence              ‖u − u_previous iterate‖_∞
 
 Strong Dirichlet rows (lateral faces) are replaced by identity rows with zero right-hand side:
@@ -99,10 +102,15 @@ class PicardStepper:
         self.vops.multiply(buoy, self.c.g_over_theta_bar, tp_theta)   # b = g θ'/θ̄(z)
         values, rhs = self.asm.momentum(u_nl, u_old, buoy, p, self.c.sigma, self.c.u_ref,
                                         self.c.nu, self.c.f_cor, dt * theta)
+        nnf = self.ops.nnf
         with self.timers("boundary conditions"):
             self.vops.dirichlet(values, rhs, 3, self.ops)
+            if nnf is not None:                                 # n·u* = 0 at ground and lid
+                self.vops.rotate_system(values, rhs, u_old, dt, nnf)
         with self.timers("solve momentum"):
             du = self.sys.momentum(values, rhs)
+        if nnf is not None:
+            self.vops.unrotate(du, nnf)                         # δu = Rᵀ δũ
         u_star = self._work("u_star", u_old.shape)
         self.vops.axpby(u_star, 1.0, u_old, dt, du)             # uⁿ + Δt δu
         return u_star
@@ -122,6 +130,8 @@ class PicardStepper:
         with self.timers("velocity correction"):
             ct_dp = self._work("ct_dp", u_star.shape)
             ops.CT.matvec(dp, ct_dp)
+            if ops.nnf is not None:
+                v.remove_normal(ct_dp, ops.nnf)                 # P Cᵀδp: n·u stays 0
             v.x_plus_yz(u_out, u_star, ops.ml_inv_u, ct_dp)     # u* + M_L⁻¹ Cᵀ δp
             v.axpby(p_out, 1.0, p, dt, dp, div=True)            # p + δp/Δt
 

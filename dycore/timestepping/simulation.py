@@ -65,7 +65,7 @@ class Simulation:
         self.assembler = self.backend.assembler(self.mesh, self.sparsity, self.timers)
         self.ops = build_mesh_operators(self.mesh, self.backend, self.assembler, self.sparsity,
                                         self.case.DIRICHLET_TAGS, config.physics.stabilisation,
-                                        self.timers)
+                                        self.timers, *self._no_normal_flow())
         self.coeffs = build_coefficients(self.case, self.params, self.mesh, config.physics,
                                          self.backend)
         self.systems = self._systems()
@@ -76,6 +76,18 @@ class Simulation:
         self.state = State(u=dev(np.asarray(init["u"], float)), p=dev(np.asarray(init["p"], float)),
                            theta_prime=dev(np.asarray(init["theta_prime"], float)),
                            q={k: dev(np.asarray(init[k], float)) for k in TRACERS})
+
+    def _no_normal_flow(self):
+        """(face tags with the strong no-normal-flow condition — () when weak —, exact surface
+        normals per tag: the case's ``ground_normals`` of its terrain, if it has one)."""
+        if self.config.physics.no_normal_flow == "weak":
+            return (), None
+        tags = tuple(getattr(self.case, "NO_NORMAL_FLOW_TAGS", ()))
+        exact = getattr(self.case, "ground_normals", None)
+        if exact is None:
+            return tags, None
+        from dycore.mesh import FaceTag
+        return tags, {FaceTag.GROUND: lambda c: exact(self.params, c)}
 
     def _systems(self):
         if getattr(self.backend, "solver_mode", "host") == "device":

@@ -1,4 +1,4 @@
-"""The direction of two physics fixes (issue 11, item 4), on a small mesh through the Python API.
+"""The direction of three physics fixes (issue 11, item 4), on a small mesh through the Python API.
 
 1. Mirror-symmetric split.  The case is symmetric in y, so with ``mesh.split: mirror_y`` (even
    ``ny``) w must stay mirror-symmetric about y = 0 to round-off; with the plain Kuhn split the
@@ -16,6 +16,11 @@
    estimate t·(exp(N² z/(2g)) − 1).  The band's time series starts from the impulsive start and
    is not a pure local oscillation, so the shift is only checked to lie within a factor of 2 of
    that estimate; the sign of the shift is the assertion that matters.
+
+3. Strong no-normal-flow at ground and lid (``physics.no_normal_flow: strong``, the velocity
+   rotated to node-normal coordinates).  The kinematic condition w = u·∇h must hold at every
+   rotated ground node to the solver tolerance and w = 0 at the summit; with the old weak
+   condition (``weak``) both are violated by O(10 %) and O(0.1 m/s).
 
 No timed assertions.  Mesh 12 x 12 x 8 cells (1,521 nodes), dt = 10 s as in the small config.
 """
@@ -138,3 +143,48 @@ def test_new_buoyancy_lags_old_aloft(buoyancy_runs):
     # measured: t_old = 457.6 s, t_new = 474.4 s, shift 16.8 s; predicted 22.1 s (band z̄ = 9.2 km)
     assert t_new > t_old                              # the direction: weaker buoyancy aloft
     assert 0.5 * predicted < t_new - t_old < 2.0 * predicted, (t_old, t_new, predicted)
+
+
+NNF_STEPS = 10
+
+
+def _ground_check(mode):
+    cfg = load_config(CONFIG, {"mesh": MESH, "output": {"progress": False},
+                               "physics": {"no_normal_flow": mode}})
+    sim = build_simulation(cfg)
+    for _ in range(NNF_STEPS):
+        sim.step()
+    import cases.mountainwave3d as case
+    from dycore.mesh import FaceTag
+    f = sim.host_fields()
+    u = np.column_stack([f["u"], f["v"], f["w"]])
+    mesh = sim.mesh
+    ground = np.setdiff1d(mesh.tagged_nodes([FaceTag.GROUND]), mesh.tagged_nodes(
+        [FaceTag.WEST, FaceTag.EAST, FaceTag.SOUTH, FaceTag.NORTH]))
+    n, on = case.ground_normals(sim.params, mesh.coords[ground])
+    assert on.all()
+    un = np.sum(n * u[ground], axis=1)                  # n·u = (u·∇h − w)/|(∇h, −1)|
+    c = mesh.coords[ground]
+    summit = np.argmin(np.hypot(c[:, 0], c[:, 1]))
+    assert np.hypot(c[summit, 0], c[summit, 1]) < 1e-6
+    return {"kinematic": np.linalg.norm(un) / np.linalg.norm(u[ground, 2]),
+            "summit_w": abs(u[ground[summit], 2]), "u0": sim.params.u0}
+
+
+@pytest.fixture(scope="module")
+def ground_checks():
+    return {mode: _ground_check(mode) for mode in ("strong", "weak")}
+
+
+def test_strong_no_normal_flow_holds_the_kinematic_condition(ground_checks):
+    strong = ground_checks["strong"]
+    # round-off and solver tolerance only (measured after 10 steps: 2.3e-16 and 0.0)
+    assert strong["kinematic"] < 1e-8, strong
+    assert strong["summit_w"] < 1e-6 * strong["u0"], strong
+
+
+def test_weak_no_normal_flow_violates_it(ground_checks):
+    weak = ground_checks["weak"]
+    # measured after 10 steps: 0.44 and 0.54 m/s
+    assert weak["kinematic"] > 0.05, weak
+    assert weak["summit_w"] > 0.01, weak

@@ -104,3 +104,46 @@ def test_max_abs_diff_and_step_scalars(gpu):
     gpu.step_scalars(u, th, ml, div, out, 0)
     gpu.max_abs_diff(u, u2, out, 4)
     assert out[3] == 2.0 and np.isnan(out[4])
+
+
+def test_no_normal_flow_rotation_is_bitwise_cpu(gpu):
+    """Rotation of the momentum system, back-rotation and normal removal: the GPU kernels call
+    the same arithmetic as the CPU drivers, so the bits agree (several thread blocks)."""
+    import cases.mountainwave3d as case
+    from dycore.assembly.no_normal_flow import build_no_normal_flow
+    from dycore.assembly.operators import _on_backend
+    from dycore.assembly.sparsity import build_sparsity
+    from dycore.mesh import FaceTag, GridSpec, generate_terrain_following
+    params = case.Parameters(lx=4000.0, ly=4000.0, lz=2000.0, sponge_top_base=1500.0,
+                             sponge_lateral_width=500.0)
+    mesh = generate_terrain_following(GridSpec(nx=4, ny=4, nz=2, lx=4e3, ly=4e3, lz=2e3,
+                                               dx_min=900.0, dz_min=900.0),
+                                      lambda x, y: case.terrain(params, x, y))
+    s = build_sparsity(mesh.tets, mesh.nnodes)
+    dirichlet = mesh.tagged_nodes([FaceTag.WEST, FaceTag.EAST, FaceTag.SOUTH, FaceTag.NORTH])
+    host = build_no_normal_flow(mesh, s, (FaceTag.GROUND, FaceTag.TOP), dirichlet,
+                                {FaceTag.GROUND: lambda c: case.ground_normals(params, c)})
+    assert host.blk_pos.size > 32                                # more than one thread block
+    dev = _on_backend(host, gpu.b)
+    rng = _rng(7)
+    v0, r0, u0 = (rng.standard_normal((s.nnz, 3, 3)), rng.standard_normal((s.n, 3)),
+                  rng.standard_normal((s.n, 3)))
+    v0[s.diagonal_positions()] += 10.0 * np.eye(3)
+    out = []
+    for vops, nnf in ((CPUVectorOps(), _on_backend(host, _HostBackend)), (gpu, dev)):
+        v, r, x, y = v0.copy(), r0.copy(), r0.copy(), u0.copy()
+        vops.rotate_system(v, r, u0, 10.0, nnf)
+        vops.unrotate(x, nnf)
+        vops.remove_normal(y, nnf)
+        out.append((v, r, x, y))
+    for a, b in zip(*out):
+        assert np.array_equal(a, b)
+    assert not np.array_equal(out[0][0], v0) and not np.array_equal(out[0][3], u0)
+
+
+class _HostBackend:
+    """The CPU backend's to_device (identity), for :func:`_on_backend`."""
+
+    @staticmethod
+    def to_device(a):
+        return np.ascontiguousarray(a)
