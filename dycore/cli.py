@@ -413,13 +413,21 @@ def _add_verify(subparsers) -> None:
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="also draw model and theory side by side into OUT")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the metrics as JSON")
+    parser.add_argument("--half-width", type=float, default=20000.0, metavar="M",
+                        help="compare only inside |x|, |y| <= M [m] (default 20000, the whole "
+                             "window; 8000 for a paper-size mesh, which resolves only that)")
     parser.set_defaults(handler=_cmd_verify)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from dycore.diagnostics.verify import plot_verify, verify, write_json
 
-    result = verify(args.file, t_start=args.t_start, keep_fields=args.png is not None)
+    if not 0.0 < args.half_width <= 20000.0:
+        print(f"dycore verify: error: argument --half-width: expected a width in (0, 20000] m "
+              f"(got {args.half_width:g})", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    result = verify(args.file, t_start=args.t_start, keep_fields=args.png is not None,
+                    half_width=args.half_width)
     print(result.table(), end="")
     if args.json is not None:
         print(f"json: {write_json(result, args.json)}")

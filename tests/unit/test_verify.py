@@ -118,3 +118,20 @@ def test_verify_falls_back_to_the_last_snapshot(synthetic, monkeypatch):
     monkeypatch.setattr(verify_mod, "THEORY_GRID", GRID)
     result = verify_mod.verify(path, t_start=1e6, keep_fields=False)
     assert "using the last snapshot only" in result.note and result.times == [7000.0]
+
+
+def test_half_width_restricts_every_metric_to_the_window(synthetic, tmp_path, monkeypatch,
+                                                         capsys):
+    path, _ = synthetic
+    monkeypatch.setattr(verify_mod, "THEORY_GRID", GRID)
+    out = tmp_path / "v8.json"
+    assert cli.main(["verify", str(path), "--half-width", "8000", "--json", str(out)]) == 0
+    assert "metrics over |x| <= 8 km" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["half_width"] == 8000.0
+    n = int(np.sum(np.abs(verify_mod.PLANE_XY) <= 8000.0))          # 65 columns / rows
+    assert n == 65
+    assert report["metrics"]["plane 4 km"]["points"] == n * n
+    assert report["metrics"]["section 1-9 km"]["points"] == n * len(verify_mod.SECTION_Z)
+    assert cli.main(["verify", str(path), "--half-width", "0"]) == 2
+    assert "--half-width: expected a width in (0, 20000] m (got 0)" in capsys.readouterr().err
