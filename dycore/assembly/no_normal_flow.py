@@ -29,7 +29,7 @@ from numba import njit
 
 from dycore.fem._jit import element_function
 
-__all__ = ["NoNormalFlow", "build_no_normal_flow", "node_normals", "normal_frames",
+__all__ = ["NoNormalFlow", "build_no_normal_flow", "localise", "node_normals", "normal_frames",
            "rotate_block", "rotate_rhs_node", "unrotate_node", "remove_normal_node",
            "rotate_system", "unrotate", "remove_normal"]
 
@@ -147,18 +147,38 @@ def build_no_normal_flow(mesh, sparsity, tags, dirichlet_nodes,
         if pick.size:
             exact, valid = fn(np.asarray(mesh.coords)[pick])
             summed[pick[valid]] = exact[valid]
-    frames = normal_frames(summed[nodes])
-    index = np.full(n, -1, np.int64)
+    return _with_blocks(nodes, normal_frames(summed[nodes]), sparsity)
+
+
+def _with_blocks(nodes, frames, sparsity) -> NoNormalFlow:
+    """NoNormalFlow of sorted ``nodes`` with ``frames`` over the BCSR pattern ``sparsity``."""
+    index = np.full(sparsity.n, -1, np.int64)
     index[nodes] = np.arange(nodes.size)
     row, col = sparsity.row_of.astype(np.int64), sparsity.indices.astype(np.int64)
     hit = np.flatnonzero((index[row] >= 0) | (index[col] >= 0))
     diag = row[hit] == col[hit]
-    diag_pos = np.empty(nodes.size, np.int64)
+    diag_pos = np.full(nodes.size, -1, np.int64)
     diag_pos[index[row[hit[diag]]]] = hit[diag]
-    return NoNormalFlow(nodes=nodes, frames=np.ascontiguousarray(frames),
+    if np.any(diag_pos < 0):
+        raise ValueError(f"node {int(nodes[np.argmin(diag_pos)])}: rotated, but it has no "
+                         "diagonal block in the pattern (a node of no element)")
+    return NoNormalFlow(nodes=np.asarray(nodes, np.int64),
+                        frames=np.ascontiguousarray(frames, dtype=np.float64),
                         blk_pos=hit.astype(np.int64), blk_row=index[row[hit]],
                         blk_col=index[col[hit]], blk_diag=diag.astype(np.int64),
                         diag_pos=diag_pos)
+
+
+def localise(nnf: NoNormalFlow, g2l, sparsity) -> NoNormalFlow:
+    """The rotated nodes of ``nnf`` (host arrays; frames (nr,3,3) or flat) that a rank holds,
+    renumbered by ``g2l`` ((n_global,) int, −1 where the rank has no copy), with the blocks of
+    the rank's own pattern ``sparsity`` — the same frames, so every rotated block and row is
+    computed as in the serial run."""
+    frames = np.asarray(nnf.frames).reshape(-1, 3, 3)
+    loc = np.asarray(g2l)[np.asarray(nnf.nodes)]
+    keep = np.flatnonzero(loc >= 0)
+    order = keep[np.argsort(loc[keep])]
+    return _with_blocks(loc[order], frames[order], sparsity)
 
 
 # ------------------------------------------------------------------ the one-source arithmetic

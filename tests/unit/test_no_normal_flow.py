@@ -166,3 +166,27 @@ def test_projected_inverse_mass_is_symmetric_and_removes_the_normal(setup):
     expect = x * ml_inv
     nnf_mod.remove_normal(expect, nnf)
     assert np.allclose(y, expect, rtol=1e-14, atol=1e-16)
+
+
+def test_localise_keeps_frames_and_rebuilds_blocks(setup):
+    """A rank's copy: the nodes it holds, renumbered, with the same frames and its own blocks."""
+    mesh, s, dir_nodes, nnf = setup
+    rng = np.random.default_rng(6)
+    tets = mesh.tets[rng.choice(mesh.nele, size=mesh.nele // 2, replace=False)]
+    held = np.unique(tets)                                 # a rank's nodes: those of its tets
+    g2l = np.full(s.n, -1, np.int64)
+    perm = rng.permutation(held.size)
+    g2l[held] = perm
+    local_tets = g2l[tets]
+    lsp = build_sparsity(local_tets, held.size)
+    flat = nnf_mod.NoNormalFlow(**{**nnf.__dict__, "frames": nnf.frames.reshape(-1)})
+    loc = nnf_mod.localise(flat, g2l, lsp)
+    kept = np.isin(nnf.nodes, held)
+    assert np.array_equal(np.sort(loc.nodes), np.sort(g2l[nnf.nodes[kept]]))
+    assert np.all(np.diff(loc.nodes) > 0)
+    l2g = np.empty(held.size, np.int64)
+    l2g[perm] = held
+    back = {int(g): f for f, g in enumerate(nnf.nodes)}
+    for f, i in enumerate(loc.nodes):
+        assert np.array_equal(loc.frames[f], nnf.frames[back[int(l2g[i])]])
+    assert np.array_equal(lsp.row_of[loc.diag_pos], loc.nodes)
