@@ -82,10 +82,12 @@ def _add_run(subparsers) -> None:
                              "(default: refuse)")
     parser.add_argument("--restart", type=_restart_arg, metavar="FILE[@TIME]",
                         help="continue the run from a snapshot of FILE (output of an earlier or "
-                             "killed run with the same configuration; only time.t_end and "
-                             "output.* may differ): the snapshot nearest TIME [s] within "
-                             "time.dt / 2, default the last complete one. Appends to FILE when "
-                             "the output path is FILE; --output NEW writes a new file instead")
+                             "killed run with the same configuration, or its checkpoint "
+                             "FILE-stem.checkpoint.nc; only time.t_end and output.* may differ): "
+                             "the snapshot nearest TIME [s] within time.dt / 2, default the last "
+                             "complete one (or the checkpoint when later, or when FILE cannot be "
+                             "read). Appends to FILE when the output path is FILE; --output NEW "
+                             "writes a new file instead")
     parser.set_defaults(handler=_cmd_run)
 
 
@@ -152,9 +154,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     restart, restart_at = args.restart if args.restart is not None else (None, None)
     appending = False
     if restart is not None:
+        from dycore.io.restart import checkpoint_path
         from dycore.timestepping.simulation import _same_file
 
-        appending = _same_file(config.output_path, restart)
+        appending = (_same_file(config.output_path, restart)     # FILE or FILE's checkpoint
+                     or _same_file(checkpoint_path(config.output_path), restart))
         if not appending and args.output is None:
             raise ConfigError(
                 f"--restart {restart}: output.path of {args.config} is {config.output_path}, not "

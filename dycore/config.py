@@ -344,6 +344,11 @@ class OutputConfig(_Section):
     diagnostics_every: int = _field(1, unit="steps",
                                     description="write diagnostics every this many steps", ge=1)
     progress: bool = _field(True, unit="-", description="show a progress bar on the terminal")
+    checkpoint_interval: float = _field(
+        0.0, unit="s",
+        description="model time between checkpoints (0 = none): the state of that step replaces "
+                    "FILE's stem + .checkpoint.nc atomically, for `dycore run --restart`; a "
+                    "whole multiple of time.dt", ge=0)
 
     @field_validator("path")
     @classmethod
@@ -425,6 +430,26 @@ class Config(_Section):
         if problems:
             raise _key_errors(*problems)
         return self
+
+    @model_validator(mode="after")
+    def _check_checkpoint_interval(self) -> "Config":
+        """``output.checkpoint_interval`` is 0 or a whole multiple of ``time.dt`` (a checkpoint
+        holds the state at the end of a step; an interval between steps is refused, not
+        rounded)."""
+        interval, dt = self.output.checkpoint_interval, self.time.dt
+        if interval > 0:
+            ratio = interval / dt
+            if not (round(ratio) >= 1 and abs(ratio - round(ratio)) <= 1e-9 * ratio):
+                raise _key_errors(("output.checkpoint_interval",
+                                   f"expected 0 (off) or a whole multiple of time.dt = {dt:g} s",
+                                   interval))
+        return self
+
+    @property
+    def checkpoint_steps(self) -> int:
+        """Steps between checkpoints (``output.checkpoint_interval / time.dt``; 0 = none)."""
+        interval = self.output.checkpoint_interval
+        return int(round(interval / self.time.dt)) if interval > 0 else 0
 
     @property
     def source_path(self) -> Path | None:

@@ -21,7 +21,8 @@ import numpy as np
 
 from dycore.errors import ConfigError, OutputError
 
-__all__ = ["check_before_build", "check_output_path", "check_memory", "check_backend_settings",
+__all__ = ["check_before_build", "check_output_path", "check_checkpoint_path", "check_memory",
+           "check_backend_settings",
            "notice_backend_fallback", "estimate_run_memory", "available_memory",
            "inflow_speed", "courant_number", "StabilityWatch",
            "BYTES_PER_TETRAHEDRON", "BASE_BYTES"]
@@ -190,8 +191,32 @@ def notice_backend_fallback(config, backend) -> None:
         log.warning("notice: backend auto chose the CPU; %s ignored", ", ".join(ignored))
 
 
+def check_checkpoint_path(config, path: Path, *, overwrite: bool) -> None:
+    """Refuse a run that would silently replace the checkpoint of an earlier run.
+
+    Parameters
+    ----------
+    config : Config (``output.checkpoint_interval``)
+    path : the output file; its checkpoint is :func:`dycore.io.restart.checkpoint_path` of it
+    overwrite : replacing is allowed (``--overwrite``, or a restart continuing ``path``)
+
+    Raises
+    ------
+    OutputError
+        Checkpoints are on, the checkpoint file exists and ``overwrite`` is false.
+    """
+    from dycore.io.restart import checkpoint_path
+
+    checkpoint = checkpoint_path(path)
+    if config.checkpoint_steps and checkpoint.exists() and not overwrite:
+        raise OutputError(f"{checkpoint}: checkpoint file exists (of an earlier run writing "
+                          f"{path}); pass --overwrite to replace it, or --restart {checkpoint} "
+                          "to continue from it")
+
+
 def check_before_build(config, path: Path, *, overwrite: bool) -> None:
-    """Every check that needs no mesh: backend settings, memory estimate, output path.
+    """Every check that needs no mesh: backend settings, memory estimate, output path and its
+    checkpoint.
 
     Raises
     ------
@@ -200,6 +225,7 @@ def check_before_build(config, path: Path, *, overwrite: bool) -> None:
     check_backend_settings(config)
     check_memory(config)
     check_output_path(path, overwrite=overwrite)
+    check_checkpoint_path(config, path, overwrite=overwrite)
 
 
 # ------------------------------------------------------------------------------ stability

@@ -259,8 +259,10 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                     restart_at: float | None = None) -> RunSummary:
     """Run the configured case to ``time.t_end`` (or ``max_steps`` steps) with output.
 
-    Before anything is built: backend settings, a memory estimate of the mesh and the output
-    path are checked (:func:`dycore.preflight.check_before_build`). Before the first step: a
+    Every ``output.checkpoint_interval`` the state replaces the checkpoint
+    (:func:`dycore.io.restart.write_checkpoint`, atomically). Before anything is built: backend
+    settings, a memory estimate of the mesh and the output path are checked
+    (:func:`dycore.preflight.check_before_build`). Before the first step: a
     warning when the advective Courant number exceeds 1. After every step: the stability watch
     (``stability.max_speed_factor``); a run that fails it stops with InstabilityError, and the
     output file keeps every snapshot before the failing one and the failing step's diagnostics.
@@ -270,8 +272,10 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     config : Config; max_steps : int or None; progress : show a tqdm bar (default: config)
     overwrite : replace an existing output file (else OutputError); with ``restart`` into the
         same file: allow discarding the file's snapshots after the restart time
-    restart : output file of an earlier (or killed) run to continue from; its snapshot at
-        ``restart_at`` (nearest stored time within time.dt / 2), else its last complete one.
+    restart : output file of an earlier (or killed) run, or its checkpoint, to continue from;
+        its snapshot at ``restart_at`` (nearest stored time within time.dt / 2), else its last
+        complete one (:func:`dycore.io.restart.find_restart`: the checkpoint when it is later or
+        the file cannot be read). A checkpoint continues its own output file.
         The configuration must match the file's ``config`` attribute in every key but
         :data:`RESTART_FREE_KEYS`, the mesh must match the file's. When ``config.output_path``
         is ``restart`` the run appends to it (later records are blanked and written over), else
@@ -291,24 +295,45 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                                   inflow_speed, notice_backend_fallback)
 
     from dycore.errors import ConfigError, OutputError
-    from dycore.io.netcdf import read_restart
+    from dycore.io.restart import (checkpoint_path, find_restart, snapshots_upto,
+                                   write_checkpoint)
 
     wall0 = time.perf_counter()
     path = Path(config.output_path)
     point, append = None, False
     if restart is not None:
-        point = read_restart(restart, restart_at, dt=config.time.dt)
+        point = find_restart(restart, restart_at, dt=config.time.dt)
         check_restart_config(config, point)
-        append = _same_file(path, point.path)
+        keep, later = point.index + 1, point.later
+        append = _same_file(path, point.checkpoint_of or point.path)
+        if point.checkpoint_of is not None and _same_file(path, point.path):
+            raise ConfigError(f"{path}: output.path (--output) is a checkpoint; the run's output "
+                              f"is {point.checkpoint_of} (pass --output "
+                              f"{point.checkpoint_of}, or another new file)")
         if point.step >= config.time.n_steps:
             raise ConfigError(f"--restart {point.path}: its snapshot at t = {point.t:g} s (step "
                               f"{point.step}) is at or after time.t_end = "
                               f"{config.time.t_end:g} s; pass a later --t-end")
-        if append and point.later and not overwrite:
+        if append and point.checkpoint_of is not None:   # continue the checkpoint's output
+            if not path.exists():
+                append = False
+            else:
+                try:
+                    keep, later = snapshots_upto(path, point.step, dt=config.time.dt)
+                except OutputError as exc:
+                    if not overwrite:
+                        raise OutputError(
+                            f"{exc}; pass --overwrite to start {path} anew from the checkpoint "
+                            f"{point.path} (t = {point.t:g} s; the snapshots before it are "
+                            "lost), or write a new file with --output") from None
+                    append = False
+        if append and later and not overwrite:
             raise OutputError(f"{path}: restarting from t = {point.t:g} s would discard the "
-                              f"file's {point.later} later snapshot(s); pass --overwrite to "
+                              f"file's {later} later snapshot(s); pass --overwrite to "
                               "discard them, or start a new file with --output")
     check_before_build(config, path, overwrite=overwrite or append)
+    if point is None and overwrite:     # a new run: an earlier run's checkpoint is stale
+        checkpoint_path(path).unlink(missing_ok=True)
     sim = build_simulation(config)
     k0 = 0
     if point is not None:
@@ -331,6 +356,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     if max_steps is not None:
         n_steps = min(n_steps, k0 + max_steps)
     every = max(1, int(round(oc.output_interval / tc.dt)))
+    ck_every, ck_path = config.checkpoint_steps, checkpoint_path(path)
     show = oc.progress if progress is None else progress
     diag = {}
     last_snapshot = sim.state.t
@@ -343,7 +369,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
             f"{courant:.2g})")
 
     if append:
-        writer = SnapshotWriter.append(path, keep_snapshots=point.index + 1, keep_steps_upto=k0,
+        writer = SnapshotWriter.append(path, keep_snapshots=keep, keep_steps_upto=k0,
                                        config_yaml=config.resolved_yaml(), version=__version__)
     else:
         writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
@@ -362,14 +388,22 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                         writer.write_diagnostics(k, sim.state.t, diag)
                 if problem:
                     raise unstable(k, problem)
-                if k % every == 0 or k == n_steps:
+                snapshot = k % every == 0 or k == n_steps
+                checkpoint = ck_every > 0 and k % ck_every == 0
+                if snapshot or checkpoint:
                     fields = sim.host_fields()
                     problem = watch.fields_problem(fields)
                     if problem:
                         raise unstable(k, problem)
+                if snapshot:
                     with sim.timers("output"):
                         writer.write_snapshot(sim.state.t, fields, step=k)
                     last_snapshot = sim.state.t
+                if checkpoint:       # after the snapshot: the output holds every step before
+                    with sim.timers("checkpoint"):
+                        write_checkpoint(ck_path, sim.mesh, sim.state.t, k, fields,
+                                         config_yaml=config.resolved_yaml(),
+                                         version=__version__, output=path)
                 bar.set_postfix(t=f"{sim.state.t:.0f}s", w=f"{diag['max_abs_w']:.3f}")
                 bar.update(1)
         finally:
