@@ -126,8 +126,15 @@ class CaseConfig(_Section):
 
 # --------------------------------------------------------------------------------------- mesh
 class MeshConfig(_Section):
-    """Terrain-following mesh: hexahedra split into 6 tetrahedra each, grading, numbering."""
+    """Mesh: terrain-following generator (6 tetrahedra per hexahedron) or a file; numbering."""
 
+    file: str | None = _field(
+        None, unit="-",
+        description="tetrahedral mesh file read instead of generating the mesh: gmsh .msh "
+                    "(2.2/4.1) or any meshio format, boundary triangles in physical groups "
+                    "ground, top, west, east, south, north (docs/mesh.md); relative to the "
+                    "working directory. With a file the generator keys (nx ... dz_core) must "
+                    "keep their defaults; renumber, shuffle and seed apply to the file's mesh")
     nx: int = _field(48, unit="cells", description="cells along x (streamwise)", ge=1)
     ny: int = _field(48, unit="cells", description="cells along y (spanwise)", ge=1)
     nz: int = _field(40, unit="cells", description="cells along z (vertical)", ge=1)
@@ -167,6 +174,15 @@ class MeshConfig(_Section):
 
     @model_validator(mode="after")
     def _check_core(self) -> "MeshConfig":
+        if self.file is not None:
+            if not self.file.strip():
+                raise _key_errors(("file", "expected a mesh file path or null", self.file))
+            changed = [key for key in MESH_GENERATOR_KEYS
+                       if getattr(self, key) != type(self).model_fields[key].default]
+            if changed:
+                raise _key_errors(*((key, "expected no value with mesh.file (the file gives "
+                                          "the mesh; leave the generator keys out)",
+                                     getattr(self, key)) for key in changed))
         for group in (("core_x", "core_y_half", "core_dx"), ("core_z_top", "dz_core")):
             given = [k for k in group if getattr(self, k) is not None]
             if given and len(given) < len(group):
@@ -176,6 +192,11 @@ class MeshConfig(_Section):
             raise _key_errors(("core_x", "expected [x_lo, x_hi] with x_lo < x_hi",
                                list(self.core_x)))
         return self
+
+
+#: MeshConfig keys of the generator, which mesh.file replaces
+MESH_GENERATOR_KEYS = ("nx", "ny", "nz", "dx_min", "dz_min", "split", "core_x", "core_y_half",
+                       "core_dx", "core_z_top", "dz_core")
 
 
 # ------------------------------------------------------------------------------------ physics
@@ -416,6 +437,8 @@ class Config(_Section):
         Checked here, against the case's parameters, so that the error names ``mesh.dx_min``
         and comes before anything is built (the mesh generator would name its own GridSpec).
         """
+        if self.mesh.file is not None:
+            return self                     # the generator keys are unused (MeshConfig checks)
         params = self.case.build_parameters()
         problems = []
         for n_key, length_key, d_key in (("nx", "lx", "dx_min"), ("ny", "ly", "dx_min"),

@@ -134,9 +134,12 @@ def check_memory(config, available: int | None = None) -> None:
     Raises
     ------
     ConfigError naming ``mesh.nx``, ``mesh.ny``, ``mesh.nz``, with the estimate and its basis.
+    No estimate with ``mesh.file`` (its size is known only once it is read).
     """
     available = available_memory() if available is None else available
     m = config.mesh
+    if m.file is not None:
+        return
     n_tets = 6 * m.nx * m.ny * m.nz
     need = estimate_run_memory(n_tets)
     if available is not None and need > available:
