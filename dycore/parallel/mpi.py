@@ -8,6 +8,7 @@ of leaving the others waiting in a collective.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from dycore.errors import BackendUnavailableError
@@ -50,4 +51,7 @@ def abort_on_error(comm, exit_code: int = 1):
 
 def _abort(comm, message: str, exit_code: int) -> None:
     print(f"rank {comm.rank} of {comm.size}: {message}", file=sys.stderr, flush=True)
-    comm.Abort(exit_code)
+    try:
+        comm.Abort(exit_code)
+    finally:                    # MPI_Abort may return before the launcher kills this process
+        os._exit(exit_code)
