@@ -8,7 +8,7 @@ OUTPUT ?= output/mountainwave3d_small.nc
 .PHONY: install run run-paper test regression bench bench-smoke docs gpu-check clean verify
 
 install:
-	$(PYTHON) -m pip install -q -e ".[test]"
+	$(PYTHON) -m pip install -q -e ".[test,mpi]"
 
 run: install
 	$(PYTHON) -m dycore run $(CONFIG) --output $(OUTPUT) --overwrite
