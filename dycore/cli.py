@@ -205,7 +205,9 @@ def _add_plot(subparsers) -> None:
         description="Plot a node field (default w) of FILE on the vertical plane y = 0 and on "
                     "the horizontal plane z = Z-LEVEL: filled colours on a symmetric scale "
                     "chosen from the window shown, contour lines at a fixed interval, the "
-                    "terrain in grey. --diagnostics plots the per-step diagnostics instead.")
+                    "terrain on both (grey below the vertical plane; brown height contours on "
+                    "the horizontal one, grey where the ground rises above it). --diagnostics "
+                    "plots the per-step diagnostics instead.")
     parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="image to write (default: FILE's stem + '_FIELD.png' beside FILE)")
