@@ -1,11 +1,12 @@
 """Tracer-operator CSR matrix + right-hand-side assembly variants (the paper's Table 6).
 
-- GPU atomic + lookup table: the production tracer kernel of :mod:`dycore.backend.gpu_kernels`
-  (mode ``ATOMIC``), the nonzero position of (tets[e,i], tets[e,j]) read from ``lookup``.
+- GPU atomic + lookup table: the production tracer kernel (:mod:`dycore.backend.gpu_loops`,
+  generated from the loop table :data:`dycore.assembly.loops.ASSEMBLY`; mode ``ATOMIC``), the nonzero position of (tets[e,i], tets[e,j]) read from ``lookup``.
 - GPU atomic + binary search: the same kernel in mode ``SEARCH``, the position found by
   :func:`dycore.assembly.csr_search.csr_find` in the sorted CSR row instead.
 - GPU deterministic: the production kernel in mode ``ELEMENTS`` + the gather by nonzero.
-- CPU: the ``@njit(parallel=True)`` element loop + gather (:mod:`dycore.assembly.cpu`).
+- CPU: the generated ``@njit(parallel=True)`` element loop (:mod:`dycore.assembly.cpu_loops`) +
+  gather (:mod:`dycore.assembly.gather`).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 from numba import cuda, float64, njit, prange
 
-from dycore.assembly.element_kernels import NGI, QUAD_N, QUAD_W
+from dycore.assembly.weak_forms import NGI, QUAD_N, QUAD_W
 from dycore.fem import (
     EIG_JACOBI, dshape_tensor_dshape, get_edge_lengths, shape_dshape, shape_shape,
     transform_to_physical,

@@ -255,7 +255,7 @@ class _Bench:
             headers, rows))
 
     def assembly(self, mesh, sp):
-        from dycore.backend.cpu import CPUAssembler
+        from dycore.backend.cpu import CPUBackend
         from dycore.bench.assembly import lookup_by_search, tracer_inputs
         from dycore.diagnostics.timers import StageTimers
 
@@ -264,7 +264,7 @@ class _Bench:
         h = tracer_inputs(mesh.nnodes)
         out, ref = {}, None
         if self.cpu:
-            ca = CPUAssembler(mesh, sp, StageTimers())
+            ca = CPUBackend().assembler(mesh, sp, StageTimers())
             call = _tracer_call(ca, h)
             ref = [np.array(a, copy=True) for a in call(True)]
             nth = _threads()

@@ -42,8 +42,10 @@ def test_tracer_kernel_bitwise_and_atomic(pair):
     args = ("t", d["u_nl"], d["c"], d["src"], d["sigma"], d["cref"], (5.0, 5.0, 1.0), 5.0)
     v0, r0 = (a.copy() for a in cpu.tracer(*args))
     v1, r1 = det.tracer(*args)
-    assert np.array_equal(cpu._ele44.ravel(), det._buf["ele16"])       # element matrices
-    assert np.array_equal(cpu._ele4.ravel(), det._buf["ele4"])         # element rhs
+    assert np.array_equal(cpu.element_array("tracer", "mat"),
+                          det.element_array("tracer", "mat"))            # element matrices
+    assert np.array_equal(cpu.element_array("tracer", "rhs"),
+                          det.element_array("tracer", "rhs"))            # element rhs
     assert np.array_equal(v0, v1) and np.array_equal(r0, r1)
     v2, r2 = ato.tracer(*args)
     assert np.allclose(v2, v0, rtol=1e-14, atol=1e-14 * np.abs(v0).max())
@@ -58,7 +60,8 @@ def test_momentum_kernel_bitwise_and_atomic(pair):
             (5.0, 5.0, 1.0), 1e-4, 5.0)
     v0, r0 = (a.copy() for a in cpu.momentum(*args))
     v1, r1 = det.momentum(*args)
-    assert np.array_equal(cpu._ele_m.ravel(), det._buf["ele144"])
+    assert np.array_equal(cpu.element_array("momentum", "mat"),
+                          det.element_array("momentum", "mat"))
     assert np.array_equal(v0, v1) and np.array_equal(r0, r1)
     v2, r2 = ato.momentum(*args)
     assert np.allclose(v2, v0, rtol=1e-14, atol=1e-14 * np.abs(v0).max())

@@ -37,12 +37,14 @@ def test_strict_backend_bitwise_element_matrices():
     args = ("t", u, c, c[::-1].copy(), sig, c * 0.5, (5.0, 5.0, 1.0), 5.0)
     v0, r0 = (a.copy() for a in cpu.tracer(*args))
     v1, r1 = gpu.tracer(*args)
-    assert np.array_equal(cpu._ele44.ravel(), gpu._buf["ele16"])
+    assert np.array_equal(cpu.element_array("tracer", "mat"),
+                          gpu.element_array("tracer", "mat"))
     assert np.array_equal(v0, v1) and np.array_equal(r0, r1)
     margs = (u, uo, c, c * 2.0, sig, (10.0, 0.0, 0.0), (5.0, 5.0, 1.0), 1e-4, 5.0)
     m0, q0 = (a.copy() for a in cpu.momentum(*margs))
     m1, q1 = gpu.momentum(*margs)
-    assert np.array_equal(cpu._ele_m.ravel(), gpu._buf["ele144"])
+    assert np.array_equal(cpu.element_array("momentum", "mat"),
+                          gpu.element_array("momentum", "mat"))
     assert np.array_equal(m0, m1) and np.array_equal(q0, q1)
     assert np.array_equal(cpu.divergence()[0], gpu.divergence()[0])
     assert np.array_equal(cpu.stabilisation()[0], gpu.stabilisation()[0])

@@ -13,7 +13,7 @@ import pytest
 from numba import config as numba_config
 from numba import cuda
 
-from dycore.assembly.element_kernels import NGI, QUAD_N, QUAD_W
+from dycore.assembly.weak_forms import NGI, QUAD_N, QUAD_W
 from dycore.assembly.sparsity import build_sparsity
 from dycore.bench.assembly import csr_find, lookup_by_search, tracer_inputs
 from dycore.bench.kernels import KERNELS, gpu_kernel, kernel_args, make_inputs
