@@ -138,7 +138,7 @@ def check_memory(config, available: int | None = None) -> None:
     """
     available = available_memory() if available is None else available
     m = config.mesh
-    if m.file is not None:
+    if getattr(m, "file", None) is not None:
         return
     n_tets = 6 * m.nx * m.ny * m.nz
     need = estimate_run_memory(n_tets)
@@ -238,15 +238,26 @@ def inflow_speed(params) -> float:
     return max(abs(float(u0)), 1.0) if isinstance(u0, (int, float)) else 1.0
 
 
-def courant_number(u_ref: float, dt: float, coords: np.ndarray) -> float:
+def courant_number(u_ref: float, dt: float, coords: np.ndarray,
+                   tets: np.ndarray | None = None) -> float:
     """Advective Courant number ``u_ref * dt / dx`` with dx the smallest horizontal spacing.
 
     Parameters
     ----------
     u_ref : inflow speed [m/s]; dt : time step [s]
-    coords : (nnodes, 3) node coordinates [m] of a terrain-following mesh (x, y of a column are
-        shared by every level, so the distinct x and y values are the grid lines)
+    coords : (nnodes, 3) node coordinates [m]
+    tets : (nele, 4) connectivity, optional. Given: dx is the smallest x or y extent
+        (max - min over its 4 nodes) of any element, right for any mesh (a file's unstructured
+        one too); on the generated mesh, whose every tetrahedron spans its whole hexahedral
+        cell, it equals the smallest grid spacing. Not given: dx is the smallest gap between the
+        distinct x and y values, the grid lines of a terrain-following mesh (meaningless for
+        an unstructured mesh, whose distinct values may lie 1e-13 m apart).
     """
+    if tets is not None:
+        x = np.asarray(coords)[np.asarray(tets)][:, :, :2]            # (nele, 4, 2)
+        extent = np.ptp(x, axis=1).min(axis=1) if len(x) else np.empty(0)
+        extent = extent[extent > 0]
+        return u_ref * dt / float(extent.min()) if extent.size else 0.0
     gaps = np.concatenate([np.diff(np.unique(coords[:, axis])) for axis in (0, 1)])
     gaps = gaps[gaps > 0]
     return u_ref * dt / float(gaps.min()) if gaps.size else 0.0

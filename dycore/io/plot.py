@@ -137,17 +137,44 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
         if poly.shape[1] == 4:  # convex quadrilateral (0, 1, 2, 3) -> two triangles
             triangles.append(poly[:, [0, 2, 3]])
     tri = np.concatenate(triangles)
+    extent = np.ptp(points, axis=0).max() if len(points) else 0.0
+    points, vals, tri = _merge_close_points(points, vals, tri, _MERGE_RTOL * extent)
     distinct = (tri[:, 0] != tri[:, 1]) & (tri[:, 1] != tri[:, 2]) & (tri[:, 0] != tri[:, 2])
     tri = tri[distinct]
     p0, p1, p2 = points[tri[:, 0]], points[tri[:, 1]], points[tri[:, 2]]
     area2 = np.abs((p1[:, 0] - p0[:, 0]) * (p2[:, 1] - p0[:, 1])
                    - (p1[:, 1] - p0[:, 1]) * (p2[:, 0] - p0[:, 0]))
-    extent = np.ptp(points, axis=0).max() if len(points) else 0.0
     tri = tri[area2 > 1e-12 * extent * extent]
 
     edges = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
     unique_edges, counts = np.unique(edges, axis=0, return_counts=True)
     return PlaneSection(axis, float(level), points, tri, vals, unique_edges[counts == 1])
+
+
+#: section vertices closer than this fraction of the section's extent are one vertex: a node a
+#: round-off off the plane (1e-13 m in a gmsh mesh) otherwise gives crossing points a round-off
+#: apart, whose sliver triangles are dropped as degenerate and leave cracks in the section
+_MERGE_RTOL = 1e-9
+
+
+def _merge_close_points(points, vals, tri, tol):
+    """Merge the section vertices within ``tol`` [m] of each other (the lowest index of each
+    cluster is kept, with its value); returns ``(points, vals, tri)`` renumbered."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    if tol <= 0.0 or len(points) < 2:
+        return points, vals, tri
+    pairs = cKDTree(points).query_pairs(tol, output_type="ndarray")
+    if len(pairs) == 0:
+        return points, vals, tri
+    n = len(points)
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    ncomp, label = connected_components(graph, directed=False)
+    first = np.empty(ncomp, dtype=np.int64)
+    first[label[::-1]] = np.arange(n)[::-1]                     # lowest index of each cluster
+    return points[first], vals[first], label[tri]
 
 
 def _triangulation(section: PlaneSection):

@@ -346,7 +346,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     notice_backend_fallback(config, sim.backend)
     tc, oc = config.time, config.output
     u_ref = inflow_speed(sim.params)
-    courant = courant_number(u_ref, tc.dt, sim.mesh.coords)
+    courant = courant_number(u_ref, tc.dt, sim.mesh.coords, sim.mesh.tets)
     if courant > 1.0:
         log.warning("warning: advective Courant number u0 * time.dt / dx = %.3g m/s * %g s / "
                     "%.4g m = %.2f > 1; the run may become unstable (reduce time.dt)",

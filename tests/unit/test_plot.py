@@ -217,3 +217,16 @@ def test_terrain_on_the_horizontal_panel():
     flat_ax = Figure().subplots()
     assert _draw_terrain_contours(flat_ax, ground_surface(*box_mesh(3, 3, 2)), 1.0) == \
         "flat ground at z = 0 m"
+
+
+def test_nodes_a_round_off_off_the_plane_leave_no_cracks():
+    """Nodes 1e-13 m off the plane y = 0 (as in a gmsh mesh) used to give section vertices a
+    round-off apart, whose sliver triangles were dropped: cracks drawn as terrain."""
+    coords, tets = box_mesh(6, 6, 3)
+    on = coords[:, 1] == 0.0
+    coords[on, 1] += np.random.default_rng(1).choice([-1e-13, 1e-13], on.sum())
+    section = plane_section(coords, tets, coords[:, 0], axis=1, level=0.0)
+    assert _area(section) == pytest.approx(6.0 * LZ, rel=1e-12)
+    seg = section.points[section.boundary_edges]
+    assert np.linalg.norm(seg[:, 1] - seg[:, 0], axis=1).sum() == pytest.approx(2 * (6.0 + LZ),
+                                                                                 rel=1e-12)
