@@ -30,7 +30,7 @@ from dycore.assembly.loop_spec import (
 __all__ = ["TABLES", "render_cpu", "render_gpu", "generated_files", "stale_files", "main"]
 
 #: every loop table of the project: (module, attribute)
-TABLES = (("dycore.assembly.loops", "ASSEMBLY"),)
+TABLES = (("dycore.assembly.loops", "ASSEMBLY"), ("dycore.bench.loops", "BENCH"))
 
 ROOT = Path(__file__).resolve().parents[2]
 _IDX = ("i0", "i1", "i2", "i3", "i4")

@@ -1,7 +1,8 @@
 """Tracer-operator CSR matrix + right-hand-side assembly variants (the paper's Table 6).
 
 - GPU atomic + lookup table: the production tracer kernel (:mod:`dycore.backend.gpu_loops`,
-  generated from the loop table :data:`dycore.assembly.loops.ASSEMBLY`; mode ``ATOMIC``), the nonzero position of (tets[e,i], tets[e,j]) read from ``lookup``.
+  generated from the loop table :data:`dycore.assembly.loops.ASSEMBLY`; mode ``ATOMIC``), the
+  nonzero position of (tets[e,i], tets[e,j]) read from ``lookup``.
 - GPU atomic + binary search: the same kernel in mode ``SEARCH``, the position found by
   :func:`dycore.assembly.csr_search.csr_find` in the sorted CSR row instead.
 - GPU deterministic: the production kernel in mode ``ELEMENTS`` + the gather by nonzero.

@@ -161,3 +161,15 @@ def test_cli_bench_smoke(tmp_path):
     assert "gpu" not in res["kernels"]["shape_shape"]          # no GPU columns on the CPU
     assert res["kernels"]["shape_shape"]["cpu_1_core_GB_per_s"] > 0
     assert "element kernels" in proc.stdout
+
+
+def test_every_bench_loop_is_a_bench_kernel():
+    """The kernel table and the loop table (dycore.bench.loops.BENCH) name the same loops, and
+    each kernel's arguments are its loop's parameters."""
+    from dycore.bench.kernels import kernel_names
+    from dycore.bench.loops import BENCH
+
+    assert kernel_names() == [loop.name for loop in BENCH.loops]
+    assert BY_NAME["transform_to_physical"].inputs == ("tets", "coords", "weights")
+    assert BY_NAME["transform_to_physical"].outputs == ("dshape", "detwei")
+    assert BY_NAME["get_edge_lengths"].outputs == ("hbar",)
