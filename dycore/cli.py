@@ -1,4 +1,5 @@
-"""The ``dycore`` command line: ``dycore run | plot | export | config | validate | bench``.
+"""The ``dycore`` command line: ``dycore run | plot | export | config | validate | bench | verify
+| mesh``.
 
 Each subcommand is one ``_add_<name>(subparsers)`` function that defines its arguments and sets
 its handler; :data:`_COMMANDS` lists them, so a new subcommand (``validate``, ``bench``) is one
@@ -275,6 +276,47 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------------------- mesh
+def _add_mesh(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "mesh", help="write the mesh a configuration describes to a mesh file (gmsh, VTU, ...)",
+        description="Build the mesh of CONFIG (generated, or read from mesh.file) and write it "
+                    "with its boundary tags: gmsh .msh with the physical groups ground, top, "
+                    "west, east, south, north (what mesh.file reads back, docs/mesh.md), or any "
+                    "other format meshio writes (by the extension of --out, tags as the cell "
+                    "data face_tag), to inspect it in gmsh or ParaView or to start a mesh "
+                    "of your own from it.")
+    parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
+    parser.add_argument("--out", type=Path, metavar="PATH",
+                        help="file to write (default: CONFIG's stem + .msh in the working "
+                             "directory)")
+    parser.add_argument("--msh-version", choices=("2.2", "4.1"), default="2.2",
+                        help="gmsh format version of a .msh file (default 2.2)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing file (default: refuse)")
+    parser.set_defaults(handler=_cmd_mesh)
+
+
+def _cmd_mesh(args: argparse.Namespace) -> int:
+    import cases
+    from dycore.config import load_config
+    from dycore.errors import OutputError
+    from dycore.mesh import FaceTag, write_mesh
+
+    config = load_config(args.config)
+    out = args.out if args.out is not None else Path(f"{args.config.stem}.msh")
+    if out.exists() and not args.overwrite:
+        raise OutputError(f"{out}: file exists; pass --overwrite to replace it")
+    mesh = cases.build_config_mesh(config)
+    write_mesh(mesh, out, msh_version=args.msh_version)
+    counts = ", ".join(f"{tag.name.lower()} {int((mesh.face_tags == tag).sum()):,}"
+                       for tag in FaceTag)
+    print(f"mesh: {mesh.nnodes:,} nodes, {mesh.nele:,} tetrahedra, {mesh.nfaces:,} boundary "
+          f"faces ({counts})")
+    print(f"written: {out}")
+    return EXIT_OK
+
+
 # -------------------------------------------------------------------------------- config
 def _add_config(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -437,7 +479,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------- main
 #: subcommands, in the order ``dycore --help`` lists them
 _COMMANDS = (_add_run, _add_plot, _add_export, _add_config, _add_validate, _add_bench,
-             _add_verify)
+             _add_verify, _add_mesh)
 
 
 def build_parser() -> argparse.ArgumentParser:

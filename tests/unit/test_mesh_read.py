@@ -325,3 +325,21 @@ def test_flat_terrain_generator_mesh_reads_back(tmp_path):
     back = read_mesh(write_mesh(m, tmp_path / "flat.msh", msh_version="4.1"))
     _assert_same_mesh(back, m, exact_numbering=False)
     assert back.signed_volumes().sum() == pytest.approx(6e3 * 6e3 * 2e3, rel=1e-12)
+
+
+def test_dycore_mesh_writes_the_configured_mesh(tmp_path, capsys):
+    from dycore.cli import main
+
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("mesh: {nx: 4, ny: 4, nz: 3, dx_min: 2000.0, dz_min: 1000.0}\n")
+    out = tmp_path / "run.msh"
+    assert main(["mesh", str(cfg), "--out", str(out)]) == 0
+    assert "mesh: 100 nodes, 288 tetrahedra, 160 boundary faces (ground 32, top 32, west 24" \
+        in capsys.readouterr().out
+    want = cases.build_config_mesh(load_config(cfg))
+    _assert_same_mesh(read_mesh(out, renumber="none"), want, exact_numbering=False)
+    assert main(["mesh", str(cfg), "--out", str(out)]) == 1             # exists: refused
+    assert "run.msh: file exists; pass --overwrite" in capsys.readouterr().err
+    assert main(["mesh", str(cfg), "--out", str(out), "--msh-version", "4.1",
+                 "--overwrite"]) == 0
+    assert out.read_bytes().startswith(b"$MeshFormat\n4.1")
