@@ -143,6 +143,24 @@ def _gathers(out: list, ind: int, loop: ElementLoop, local) -> None:
         _nest(out, ind + 1, rest, body, idx)
 
 
+def _gather_only(out: list, ind: int, loop: ElementLoop) -> None:
+    """The body of a loop without a function: its Gather written straight to its Output."""
+    g, o = loop.of(Gather)[0], loop.outputs[0]
+    rest = tuple(g.shape[1:])
+    out.append("    " * ind + "for i in range(4):")
+    src = "tets[e, i]"
+    if rest:
+        out.append("    " * (ind + 1) + "nd = tets[e, i]")
+        src = "nd"
+    _nest(out, ind + 1, rest, [f"{o.elements}[{_sub(rest, _IDX[1:], 'e, i')}] = "
+                               f"{g.source}[{_sub(rest, _IDX[1:], src)}]"], _IDX[1:])
+
+
+def local(a) -> str:
+    """The local (per-thread / per-chunk) name of argument ``a``."""
+    return f"{a.name}_e"
+
+
 def _call(loop: ElementLoop, argexpr) -> str:
     call = f"{loop.function}({', '.join(argexpr(a) for a in loop.args)})"
     return f"{loop.result.target}[e] = {call}" if loop.result else call
@@ -171,21 +189,9 @@ def _cpu_driver(loop: ElementLoop) -> list[str]:
     out += _doc(loop, params, "CPU driver, element arrays out")
     out.append(f"    nele = {_count(loop)}")
     if not loop.function:                       # gather only: straight into the element array
-        g, o = loop.of(Gather)[0], loop.outputs[0]
         out.append("    for e in prange(nele):")
-        out.append("        for i in range(4):")
-        rest = tuple(g.shape[1:])
-        if rest:
-            out.append("            nd = tets[e, i]")
-            src = "nd"
-        else:
-            src = "tets[e, i]"
-        _nest(out, 3, rest, [f"{o.elements}[{_sub(rest, _IDX[1:], 'e, i')}] = "
-                             f"{g.source}[{_sub(rest, _IDX[1:], src)}]"], _IDX[1:])
+        _gather_only(out, 2, loop)
         return out
-
-    def local(a):
-        return f"{a.name}_e"
 
     def argexpr(a):
         if _cpu_local(loop, a):
@@ -264,20 +270,8 @@ def _gpu_kernel(loop: ElementLoop) -> list[str]:
     out.append(f"    if e >= {_count(loop)}:")
     out.append("        return")
     if not loop.function:
-        g, o = loop.of(Gather)[0], loop.outputs[0]
-        rest = tuple(g.shape[1:])
-        out.append("    for i in range(4):")
-        if rest:
-            out.append("        nd = tets[e, i]")
-            src = "nd"
-        else:
-            src = "tets[e, i]"
-        _nest(out, 2, rest, [f"{o.elements}[{_sub(rest, _IDX[1:], 'e, i')}] = "
-                             f"{g.source}[{_sub(rest, _IDX[1:], src)}]"], _IDX[1:])
+        _gather_only(out, 1, loop)
         return out
-
-    def local(a):
-        return f"{a.name}_e"
 
     def argexpr(a):
         if isinstance(a, Scalar):

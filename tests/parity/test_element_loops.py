@@ -61,7 +61,7 @@ def _args(loop, mesh, rng):
 def test_loop_cpu_equals_gpu_bitwise(name):
     from dycore.backend.gpu import GPUBackend
 
-    loop, mesh = ASSEMBLY[name], tiny_mesh(3, 3, 2)
+    loop, mesh = ASSEMBLY[name], tiny_mesh(4, 2, 2)
     cpu_args = _args(loop, mesh, np.random.default_rng(5))
     gpu_args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in cpu_args.items()}
     CPUBackend().launch_loop(loop, ELEMENTS, cpu_args)
