@@ -269,7 +269,9 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
 
     Parameters
     ----------
-    config : Config; max_steps : int or None; progress : show a tqdm bar (default: config)
+    config : Config; max_steps : int or None
+    progress : show progress: a tqdm bar on a terminal, log lines otherwise
+        (:class:`~dycore.timestepping.progress.Progress`; default: ``output.progress``)
     overwrite : replace an existing output file (else OutputError); with ``restart`` into the
         same file: allow discarding the file's snapshots after the restart time
     restart : output file of an earlier (or killed) run, or its checkpoint, to continue from;
@@ -287,12 +289,11 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     DycoreError subclasses (ConfigError, MeshError, SolverDivergedError, OutputError,
     InstabilityError, ...).
     """
-    from tqdm import tqdm
-
     from dycore.errors import InstabilityError
     from dycore.io.netcdf import SnapshotWriter
     from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
                                   inflow_speed, notice_backend_fallback)
+    from dycore.timestepping.progress import Progress
 
     from dycore.errors import ConfigError, OutputError
     from dycore.io.restart import (checkpoint_path, find_restart, snapshots_upto,
@@ -378,7 +379,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         if not append:        # a new file starts with the initial (or restart) snapshot
             with sim.timers("output"):
                 writer.write_snapshot(sim.state.t, sim.host_fields(), step=k0)
-        bar = tqdm(total=n_steps - k0, disable=not show, unit="step", desc=config.case.name)
+        bar = Progress(n_steps - k0, config.case.name, show)   # bar on a terminal, else lines
         try:
             for k in range(k0 + 1, n_steps + 1):
                 diag = sim.step()
@@ -404,8 +405,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                         write_checkpoint(ck_path, sim.mesh, sim.state.t, k, fields,
                                          config_yaml=config.resolved_yaml(),
                                          version=__version__, output=path)
-                bar.set_postfix(t=f"{sim.state.t:.0f}s", w=f"{diag['max_abs_w']:.3f}")
-                bar.update(1)
+                bar.update(sim.state.t, diag["max_abs_w"])
         finally:
             bar.close()
         table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "
