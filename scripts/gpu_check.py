@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -44,8 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dycore.backend._numpy_compat  # noqa: E402,F401  (before the first kernel compile)
 from dycore.bench.timing import copy_bandwidth, stats, time_cpu, time_gpu  # noqa: E402,F401
-from dycore.fem.eig3 import eig3_closed_form, eig3_jacobi  # noqa: E402
-from numba import cuda, float64, njit  # noqa: E402
+from numba import cuda  # noqa: E402
 
 LOG: list[str] = []
 LOG_FILE: Path | None = None   #: $OUT/gpu_check.txt, appended line by line (a time-out keeps it)
@@ -487,86 +485,33 @@ def part_compare(cfg, nsteps: int, results: dict) -> None:
             results["compare"] = {"rows": rows}
 
 
-@njit(error_model="numpy")
-def _libm_point(v, out):
-    """The operations strict mode is checked on, for one input v in [-1, 1]; out (4,)."""
-    out[0] = math.acos(v)
-    out[1] = math.cos(3.0 * v)
-    out[2] = math.sqrt(v + 1.0)
-    out[3] = v * 1.25 + 0.5 * v                 # fused into one FMA unless fma=0
-
-
-@njit(error_model="numpy")
-def _cpu_libm(x, out):
-    for i in range(x.shape[0]):
-        _libm_point(x[i], out[i])
-
-
-@njit(error_model="numpy")
-def _eig3_point(m, method, ev, vec):
-    """One 3x3 symmetric matrix m (overwritten) -> eigenvalues ev (3,), vectors vec (3,3)."""
-    if method == 0:
-        eig3_jacobi(m, ev, vec)
-    else:
-        eig3_closed_form(m, ev, vec)
-
-
-@njit(error_model="numpy")
-def _cpu_eig3(a, method, evals, evecs):
-    for i in range(a.shape[0]):
-        _eig3_point(a[i].copy(), method, evals[i], evecs[i])
-
-
-def _libm_kernel(x, out):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        o = cuda.local.array(4, float64)
-        _libm_point(x[i], o)
-        for j in range(4):
-            out[i, j] = o[j]
-
-
-def _eig3_kernel(a, method, evals, evecs):
-    i = cuda.grid(1)
-    if i < a.shape[0]:
-        m = cuda.local.array((3, 3), float64)
-        ev = cuda.local.array(3, float64)
-        vec = cuda.local.array((3, 3), float64)
-        for r in range(3):
-            for c in range(3):
-                m[r, c] = a[i, r, c]
-        _eig3_point(m, method, ev, vec)
-        for r in range(3):
-            evals[i, r] = ev[r]
-            for c in range(3):
-                evecs[i, r, c] = vec[r, c]
-
-
 def part_libm(results: dict) -> None:
     """Strict mode (no FMA) on the GPU against the CPU, per operation and for both eig3 solvers.
 
     +, *, / and sqrt are correctly rounded on both sides, so with FMA off they must agree bit
     for bit; acos and cos are not: CUDA's libdevice and the CPU's libm are different
     approximations (each within a few ulp), which no compiler option can reconcile."""
-    from dycore.backend.strict_fp import strict_compile
+    from dycore.backend.gpu_kernels import kernel_compiler
+    from dycore.checks import strict_cpu_loops, strict_gpu_loops
     from dycore.validate import compare_arrays
     rng = np.random.default_rng(0)
     small = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"      # the simulator is slow
     n = 1 << (10 if small else 20)
     x = rng.uniform(-1.0, 1.0, n)
     out, ref = np.zeros((n, 4)), np.zeros((n, 4))
-    strict_compile(_libm_kernel)[(n + 255) // 256, 256](x, out)
-    _cpu_libm(x, ref)
+    strict = kernel_compiler(True)
+    strict(strict_gpu_loops.KERNELS["libm_point"])[(n + 255) // 256, 256](x, out)
+    strict_cpu_loops.DRIVERS["libm_point"](x, ref)
     row = {name: compare_arrays(ref[:, j], out[:, j])
            for j, name in enumerate(("acos", "cos", "sqrt", "v*1.25 + 0.5*v"))}
     m = rng.standard_normal((1 << (8 if small else 16), 3, 3))
     a = np.einsum("kij,klj->kil", m, m) + 0.1 * np.eye(3)      # SPD, like the metric tensor
-    kern = strict_compile(_eig3_kernel)
+    kern = strict(strict_gpu_loops.KERNELS["eig3_point"])
     for method, name in ((0, "eig3 jacobi"), (1, "eig3 closed form")):
         ev, vec = np.zeros((a.shape[0], 3)), np.zeros((a.shape[0], 3, 3))
         kern[(a.shape[0] + 127) // 128, 128](a, method, ev, vec)
         evr, vecr = np.zeros_like(ev), np.zeros_like(vec)
-        _cpu_eig3(a, method, evr, vecr)
+        strict_cpu_loops.DRIVERS["eig3_point"](a, method, evr, vecr)
         row[name + " eigenvalues"] = compare_arrays(evr, ev)
         row[name + " eigenvectors"] = compare_arrays(vecr, vec)
     for name, r in row.items():

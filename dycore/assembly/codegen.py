@@ -30,7 +30,8 @@ from dycore.assembly.loop_spec import (
 __all__ = ["TABLES", "render_cpu", "render_gpu", "generated_files", "stale_files", "main"]
 
 #: every loop table of the project: (module, attribute)
-TABLES = (("dycore.assembly.loops", "ASSEMBLY"), ("dycore.bench.loops", "BENCH"))
+TABLES = (("dycore.assembly.loops", "ASSEMBLY"), ("dycore.bench.loops", "BENCH"),
+          ("dycore.checks.loops", "FEM_CHECKS"), ("dycore.checks.loops", "STRICT_CHECKS"))
 
 ROOT = Path(__file__).resolve().parents[2]
 _IDX = ("i0", "i1", "i2", "i3", "i4")
@@ -38,7 +39,7 @@ _IDX = ("i0", "i1", "i2", "i3", "i4")
 
 def _header(table: LoopTable, what: str) -> list[str]:
     return ['"""GENERATED: do not edit (`python -m dycore.assembly.codegen` writes this file).',
-            "", f"From the loop table {table.name}.",
+            "", f"From the loop table {table.name}.", "",
             f"{what} The contract is dycore/assembly/loop_spec.py;",
             "docs/architecture.md (\"Element loops\") explains the generated code.",
             '"""']
@@ -178,6 +179,8 @@ def _cpu_local(loop: ElementLoop, a) -> bool:
         return True
     if isinstance(a, Table):
         return a.module_global or not loop.cpu_views
+    if isinstance(a, Row) and a.shape == ():
+        return False                            # a scalar per element: passed as source[e]
     if isinstance(a, (Row, Output)):
         return not loop.cpu_views
     return False
@@ -273,15 +276,20 @@ def _gpu_kernel(loop: ElementLoop) -> list[str]:
         _gather_only(out, 1, loop)
         return out
 
+    def scalar_row(a):
+        return isinstance(a, Row) and a.shape == ()
+
     def argexpr(a):
         if isinstance(a, Scalar):
             return a.param
         if isinstance(a, Literal):
             return a.expr
+        if scalar_row(a):
+            return f"{a.source}[e]"
         return local(a)
 
     for a in loop.args:
-        if isinstance(a, (Scalar, Literal)):
+        if isinstance(a, (Scalar, Literal)) or scalar_row(a):
             continue
         shape = (3, 3) if isinstance(a, Diagonal) else a.shape
         out.append(f"    {local(a)} = cuda.local.array({_shape(shape)}, float64)")
@@ -294,7 +302,8 @@ def _gpu_kernel(loop: ElementLoop) -> list[str]:
                 out.append(f"    {local(a)}[{d}, {d}] = {p}")
     _gathers(out, 1, loop, local)
     for a in loop.of(Row):
-        _nest(out, 1, a.shape, [_copy(local(a), a.source, a.shape, "e")])
+        if not scalar_row(a):
+            _nest(out, 1, a.shape, [_copy(local(a), a.source, a.shape, "e")])
     out.append("    " + _call(loop, argexpr))
 
     def store(ind):

@@ -1,6 +1,7 @@
 """GENERATED: do not edit (`python -m dycore.assembly.codegen` writes this file).
 
 From the loop table dycore.assembly.loops.ASSEMBLY.
+
 @cuda.jit kernel bodies (plain functions; compiled lazily by
 dycore.backend.gpu_kernels.kernel_compiler): one thread per element, gathering into
 cuda.local.array storage, calling the element function and scattering by the loop's

@@ -1,6 +1,7 @@
 """GENERATED: do not edit (`python -m dycore.assembly.codegen` writes this file).
 
 From the loop table dycore.bench.loops.BENCH.
+
 CPU drivers: @njit(parallel=True) prange loops over chunks of CHUNK elements, each
 gathering, calling the element function and writing element arrays (the deterministic
 gather by nonzero is dycore.assembly.gather). The contract is dycore/assembly/loop_spec.py;
