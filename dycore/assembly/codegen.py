@@ -395,8 +395,10 @@ def generated_files() -> dict[str, str]:
     """Repository-relative path -> the text it must hold, for every table."""
     out = {}
     for t in _tables():
-        out[t.cpu_path] = render_cpu(t)
-        out[t.gpu_path] = render_gpu(t)
+        if t.cpu_path:
+            out[t.cpu_path] = render_cpu(t)
+        if t.gpu_path:
+            out[t.gpu_path] = render_gpu(t)
     return out
 
 

@@ -243,7 +243,8 @@ class LoopTable:
     imports : tuple of str — extra import lines of the generated modules (module globals that
         Table/Literal arguments name)
     loops : tuple of ElementLoop
-    cpu_path, gpu_path : str — the generated files, relative to the repository root
+    cpu_path, gpu_path : str — the generated files, relative to the repository root (``""``:
+        none of that kind, e.g. for kernels checked against direct CPU calls)
     """
     name: str
     module: str
