@@ -77,6 +77,14 @@ def test_vtu_round_trip_with_face_tag_cell_data(tmp_path, gen):
     _assert_same_mesh(read_mesh(path, renumber="none"), gen, exact_numbering=True)
 
 
+def test_medit_round_trip_with_medit_ref(tmp_path, gen):
+    path = tmp_path / "box.mesh"
+    meshio.write(path, meshio.Mesh(gen.coords, [("tetra", gen.tets), ("triangle", gen.faces)],
+                                   cell_data={"medit:ref": [np.zeros(gen.nele, int),
+                                                            gen.face_tags.astype(int)]}))
+    _assert_same_mesh(read_mesh(path, renumber="none"), gen, exact_numbering=True)
+
+
 def test_inverted_tets_are_reoriented(tmp_path, gen):
     """Half the tets written with local nodes 1, 2 swapped (negative det J) come back positive,
     with the same faces and volumes."""
