@@ -31,7 +31,11 @@ def mpiexec() -> str:
 
 
 def launch(k: int, *args: str, timeout: float = 180.0) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+    # one thread per rank, and MPICH yielding the core while it waits: the ranks are
+    # oversubscribed on a 2-core machine, and a rank spinning in a wait starves the rank it
+    # waits for (a 4-rank step took 20 s instead of 3 s)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", NUMBA_NUM_THREADS="1",
+               MPIR_CVAR_POLLS_BEFORE_YIELD="1", MPIR_CVAR_ENABLE_HEAVY_YIELD="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([mpiexec(), "-n", str(k), sys.executable, *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
