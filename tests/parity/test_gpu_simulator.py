@@ -8,22 +8,17 @@ import os
 
 import numpy as np
 import pytest
+from conftest import tiny_mesh
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend.cpu import CPUBackend
 from dycore.diagnostics.timers import StageTimers
-from dycore.mesh import GridSpec, generate_terrain_following
-
-def _mesh():
-    spec = GridSpec(nx=4, ny=4, nz=3, lx=8000.0, ly=8000.0, lz=4000.0, dx_min=1500.0,
-                    dz_min=800.0)
-    return generate_terrain_following(spec, lambda x, y: 400.0 / (1 + (x * x + y * y) / 1e6) ** 1.5)
 
 
 @pytest.fixture(scope="module")
 def pair():
     from dycore.backend.gpu import GPUBackend
-    mesh = _mesh()
+    mesh = tiny_mesh(4, 4, 3)
     s = build_sparsity(mesh.tets, mesh.nnodes)
     cpu = CPUBackend().assembler(mesh, s, StageTimers())
     det = GPUBackend(assembly="deterministic", block=32).assembler(mesh, s, StageTimers())

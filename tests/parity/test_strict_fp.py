@@ -5,25 +5,19 @@ and the kernel renaming are checked directly (they only act on a real GPU).
 """
 import numpy as np
 import pytest
+from conftest import tiny_mesh
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend import strict_fp
 from dycore.backend.cpu import CPUBackend
 from dycore.diagnostics.timers import StageTimers
-from dycore.mesh import GridSpec, generate_terrain_following
-
-
-def _mesh():
-    spec = GridSpec(nx=3, ny=3, nz=2, lx=8000.0, ly=8000.0, lz=4000.0, dx_min=2000.0,
-                    dz_min=1000.0)
-    return generate_terrain_following(spec, lambda x, y: 300.0 / (1 + (x * x + y * y) / 1e6))
 
 
 def test_strict_backend_bitwise_element_matrices():
     from dycore.backend.gpu import GPUBackend
     from dycore.backend.gpu_kernels import get_kernels
 
-    mesh = _mesh()
+    mesh = tiny_mesh(4, 2, 2, 300.0)
     s = build_sparsity(mesh.tets, mesh.nnodes)
     gb = GPUBackend(assembly="deterministic", strict=True, block=32)
     assert gb.kernels is get_kernels(True) and gb.kernels is not get_kernels(False)
