@@ -152,6 +152,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dycore.timestepping.simulation import run_from_config
 
     config = _load_with_t_end(args.config, _run_overrides(args), args.t_end)
+    from dycore.parallel.run import launched_ranks
+    if launched_ranks():              # under mpiexec: the decomposed run (docs/architecture.md)
+        from dycore.parallel.cli_run import cmd_run_mpi
+        return cmd_run_mpi(args, config)
     restart, restart_at = args.restart if args.restart is not None else (None, None)
     appending = False
     if restart is not None:
