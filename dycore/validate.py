@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dycore.checks.common import compare_arrays, with_backend
 from dycore.physics.state import OUTPUT_FIELDS
 
 __all__ = ["validate", "ValidationResult", "compare_arrays", "field_hashes", "gpu_mode",
@@ -51,49 +52,6 @@ DEFAULT_RELATIVE_TOLERANCE = 1e-10
 
 
 # ---------------------------------------------------------------------------- comparisons
-def _ordered_bits(a: np.ndarray) -> np.ndarray:
-    """float64 -> int64 whose order is the order of the floats (−0.0 and +0.0 both map to 0)."""
-    i = np.ascontiguousarray(a, dtype=np.float64).view(np.int64)
-    return np.where(i < 0, np.int64(np.iinfo(np.int64).min) - i, i)
-
-
-def compare_arrays(cpu, gpu) -> dict:
-    """Entry-wise comparison of two float64 arrays of one shape.
-
-    Parameters
-    ----------
-    cpu, gpu : array_like, same shape, float64
-        Reference (CPU) and tested (GPU, already on the host) values.
-
-    Returns
-    -------
-    dict
-        ``entries`` (size), ``n_differ`` (entries with cpu != gpu, NaN vs non-NaN counted),
-        ``max_abs`` max |Δ|, ``max_rel`` max |Δ| / max |cpu| (max |Δ| when cpu is all zero),
-        ``max_ulp`` max distance in units in the last place (int), ``cpu_max`` max |cpu|.
-
-    Raises
-    ------
-    ValueError when the shapes differ.
-    """
-    a = np.asarray(cpu, dtype=np.float64).ravel()
-    b = np.asarray(gpu, dtype=np.float64).ravel()
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    nan_a, nan_b = np.isnan(a), np.isnan(b)
-    differ = (a != b) & ~(nan_a & nan_b)
-    with np.errstate(invalid="ignore"):
-        d = np.where(differ, np.abs(a - b), 0.0)
-    scale = float(np.nanmax(np.abs(a))) if a.size and not nan_a.all() else 0.0
-    max_abs = float(d.max()) if d.size else 0.0
-    oa, ob = _ordered_bits(a), _ordered_bits(b)
-    hi, lo = np.maximum(oa, ob).astype(np.uint64), np.minimum(oa, ob).astype(np.uint64)
-    ulp = (hi - lo)[differ]                             # modulo 2**64: exact for |Δ| < 2**64
-    return {"entries": int(a.size), "n_differ": int(np.count_nonzero(differ)),
-            "max_abs": max_abs, "max_rel": max_abs / scale if scale > 0 else max_abs,
-            "max_ulp": int(ulp.max()) if ulp.size else 0, "cpu_max": scale}
-
-
 def field_hashes(fields: dict) -> dict:
     """{name: SHA-256 hex digest of the float64 bytes of the field} (C order)."""
     return {k: hashlib.sha256(np.ascontiguousarray(v, dtype=np.float64).tobytes()).hexdigest()
@@ -119,13 +77,6 @@ def gpu_mode(config) -> tuple[str, bool]:
 def default_tolerance(assembly: str, strict: bool) -> float:
     """0.0 (bitwise) for deterministic + strict, else :data:`DEFAULT_RELATIVE_TOLERANCE`."""
     return 0.0 if (assembly == "deterministic" and strict) else DEFAULT_RELATIVE_TOLERANCE
-
-
-def _with_backend(config, **backend):
-    from dycore.config import Config
-    data = config.model_dump()
-    data["backend"] = {**data["backend"], **backend}
-    return Config.model_validate(data)
 
 
 def _kernel_test_state(sim):
@@ -318,8 +269,8 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
     assembly = a_cfg if assembly is None else assembly
     strict = s_cfg if strict is None else bool(strict)
     tol = default_tolerance(assembly, strict) if tolerance is None else float(tolerance)
-    cpu_cfg = _with_backend(config, name="cpu")
-    gpu_cfg = _with_backend(config, name="gpu", solver_mode="host", assembly=assembly,
+    cpu_cfg = with_backend(config, name="cpu")
+    gpu_cfg = with_backend(config, name="gpu", solver_mode="host", assembly=assembly,
                             strict=strict)
     n_steps = config.time.n_steps if steps is None else min(steps, config.time.n_steps)
     every = max(1, int(round(config.output.output_interval / config.time.dt)))

@@ -42,6 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dycore.backend._numpy_compat  # noqa: E402,F401  (before the first kernel compile)
+from dycore.checks.common import compare_arrays, random_fields, with_backend  # noqa: E402
 from dycore.bench.timing import copy_bandwidth, stats, time_cpu, time_gpu  # noqa: E402,F401
 from numba import cuda  # noqa: E402
 
@@ -80,15 +81,6 @@ def machine_info() -> dict:
     return info
 
 
-def max_diff(a, b) -> dict:
-    a = np.asarray(a, float)
-    b = np.asarray(b, float)
-    d = np.abs(a - b)
-    scale = np.abs(a).max() or 1.0
-    return {"max_abs": float(d.max()), "max_rel_to_max": float(d.max() / scale),
-            "n_differ": int(np.count_nonzero(d))}
-
-
 def part_kernels(cfg, repeat: int, results: dict) -> None:
     import numba
     from numba import cuda
@@ -107,23 +99,18 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
     ca = cpu.assembler(mesh, sp_, StageTimers())
     gb = {mode: GPUBackend(assembly=mode) for mode in ("atomic", "deterministic")}
     ga = {mode: b.assembler(mesh, sp_, StageTimers()) for mode, b in gb.items()}
-    rng = np.random.default_rng(0)
-    n = mesh.nnodes
-    host = dict(u_nl=10 + rng.standard_normal((n, 3)), u_old=10 + rng.standard_normal((n, 3)),
-                c=rng.standard_normal(n), src=rng.standard_normal(n),
-                sigma=rng.uniform(0, 0.005, n), cref=rng.standard_normal(n),
-                p=rng.standard_normal(n), b=rng.standard_normal(n))
+    host = random_fields(mesh.nnodes)
     dev = {k: gb["atomic"].to_device(v) for k, v in host.items()}
 
     def ops(asm, d):
         return {
-            "tracer matrix+rhs": lambda: asm.tracer("t", d["u_nl"], d["c"], d["src"], d["sigma"],
-                                                   d["cref"], (5.0, 5.0, 1.0), 5.0),
-            "tracer rhs only": lambda: asm.tracer("t", d["u_nl"], d["c"], d["src"], d["sigma"],
-                                                 d["cref"], (5.0, 5.0, 1.0), 5.0,
+            "tracer matrix+rhs": lambda: asm.tracer("t", d["u_nl"], d["c_old"], d["src"],
+                                                   d["sigma"], d["c_ref"], (5.0, 5.0, 1.0), 5.0),
+            "tracer rhs only": lambda: asm.tracer("t", d["u_nl"], d["c_old"], d["src"],
+                                                 d["sigma"], d["c_ref"], (5.0, 5.0, 1.0), 5.0,
                                                  want_matrix=False),
             "momentum (BCSR) matrix+rhs": lambda: asm.momentum(
-                d["u_nl"], d["u_old"], d["b"], d["p"], d["sigma"], (10.0, 0.0, 0.0),
+                d["u_nl"], d["u_old"], d["buoy"], d["p"], d["sigma"], (10.0, 0.0, 0.0),
                 (5.0, 5.0, 1.0), 1e-4, 5.0),
             "divergence C": lambda: asm.divergence(),
             "stabilisation K_p (get_edge_lengths)": lambda: asm.stabilisation(),
@@ -144,7 +131,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
             row[f"gpu_{mode}"] = time_gpu(f, repeat)
             got = [gb[mode].to_host(r) for r in f() if r is not None]
             cuda.synchronize()
-            row[f"diff_{mode}"] = [max_diff(r, g) for r, g in zip(ref, got)]
+            row[f"diff_{mode}"] = [compare_arrays(r, g) for r, g in zip(ref, got)]
         row["speedup_vs_1_core"] = row["cpu_1_core"]["median_ms"] / row["gpu_atomic"]["median_ms"]
         row["speedup_vs_all_cores"] = (row["cpu_all_cores"]["median_ms"]
                                        / row["gpu_atomic"]["median_ms"])
@@ -155,8 +142,8 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
             f"CPU 1c {row['cpu_1_core']['median_ms']:9.2f} ms  "
             f"{nthreads}c {row['cpu_all_cores']['median_ms']:8.2f} ms  "
             f"x{row['speedup_vs_1_core']:.0f} / x{row['speedup_vs_all_cores']:.1f}  "
-            f"maxdiff atomic {max(d['max_rel_to_max'] for d in row['diff_atomic']):.2e} "
-            f"det {max(d['max_rel_to_max'] for d in row['diff_deterministic']):.2e}")
+            f"maxdiff atomic {max(d['max_rel'] for d in row['diff_atomic']):.2e} "
+            f"det {max(d['max_rel'] for d in row['diff_deterministic']):.2e}")
     results["kernels"] = table
     results["cpu_threads"] = nthreads
     _kernel_resources_and_block_sweep(gb["atomic"], ops, dev, mesh, sp_, repeat, results)
@@ -194,7 +181,6 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     from dycore.diagnostics.timers import StageTimers
     mesh = cases.build_config_mesh(cfg)
     sp_ = build_sparsity(mesh.tets, mesh.nnodes)
-    rng = np.random.default_rng(0)
     n = mesh.nnodes
     out = {}
     for assembly in ("atomic", "deterministic"):
@@ -202,19 +188,18 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
             label = f"{assembly}{' + strict' if strict else ''}"
             b = GPUBackend(assembly=assembly, strict=strict)
             asm = b.assembler(mesh, sp_, StageTimers())
-            d = {k: b.to_device(v) for k, v in dict(
-                u=10 + rng.standard_normal((n, 3)), c=rng.standard_normal(n),
-                s=rng.uniform(0, 0.005, n), p=rng.standard_normal(n)).items()}
+            d = {k: b.to_device(v) for k, v in random_fields(n).items()}
             calls = {
-                "tracer": lambda: asm.tracer("t", d["u"], d["c"], d["c"], d["s"], d["c"],
-                                             (5.0, 5.0, 1.0), 5.0),
-                "momentum": lambda: asm.momentum(d["u"], d["u"], d["c"], d["p"], d["s"],
-                                                 (10.0, 0.0, 0.0), (5.0, 5.0, 1.0), 1e-4, 5.0),
+                "tracer": lambda: asm.tracer("t", d["u_nl"], d["c_old"], d["src"], d["sigma"],
+                                             d["c_ref"], (5.0, 5.0, 1.0), 5.0),
+                "momentum": lambda: asm.momentum(d["u_nl"], d["u_old"], d["buoy"], d["p"],
+                                                 d["sigma"], (10.0, 0.0, 0.0), (5.0, 5.0, 1.0),
+                                                 1e-4, 5.0),
                 "divergence C": asm.divergence, "K_p": asm.stabilisation,
                 "lumped mass": asm.lumped_mass}
             row = {k: time_gpu(f, repeat) for k, f in calls.items()}
             mode = "host" if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else "device"
-            _, st = _run_steps(cfg, nsteps, {"name": "gpu", "solver_mode": mode,
+            st = _run_steps(cfg, nsteps, {"name": "gpu", "solver_mode": mode,
                                              "assembly": assembly, "strict": strict},
                                f"step, {mode} solvers, {label}")
             row["step"] = st["step"]
@@ -224,28 +209,18 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     results["modes"] = out
 
 
-def _run_steps(cfg, nsteps: int, backend_over: dict, label: str):
-    from dycore.config import Config
-    from dycore.timestepping.simulation import build_simulation
-    c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
-                                                               **backend_over}})
-    t0 = time.perf_counter()
-    sim = build_simulation(c)
-    build = time.perf_counter() - t0
-    sim.step()                                   # warm-up (JIT, AMG set-up); counted apart
-    sim.backend.synchronize()
-    sim.timers.reset()                           # the tables show the timed steps only
-    times = []
-    for _ in range(nsteps - 1):
-        t0 = time.perf_counter()
-        d = sim.step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    say(f"{label:34s} build {build:6.1f} s, step median {statistics.median(times):9.1f} ms "
-        f"[{min(times):.1f}-{max(times):.1f}] over {len(times)} steps after 1 warm-up; "
+def _run_steps(cfg, nsteps: int, backend_over: dict, label: str) -> dict:
+    """Build, warm up and time ``nsteps - 1`` steps of ``cfg`` with backend overrides
+    (:func:`dycore.bench.steps.run_variant`, the one build/warm-up/time helper)."""
+    from dycore.bench.steps import run_variant
+    r = run_variant(lambda over: with_backend(cfg, **over), label, backend_over, 0,
+                    max(1, nsteps - 1))
+    st, d = r["step"], r["last_diagnostics"]
+    say(f"{label:34s} build {r['build_s']:6.1f} s, step median {st['median_ms']:9.1f} ms "
+        f"[{st['min_ms']:.1f}-{st['max_ms']:.1f}] over {st['n']} steps after warm-up; "
         f"max|w| {d['max_abs_w']:.4f} iters {d['solver_iterations_pressure']}/"
         f"{d['solver_iterations_momentum']}/{d['solver_iterations_tracer']}")
-    return sim, {"build_s": build, "step": stats(times), "last_diag": d,
-                 "timers": sim.timers.as_dict(), "table": sim.timers.table(label)}
+    return r
 
 
 def part_steps(cfg, nsteps: int, results: dict) -> None:
@@ -258,12 +233,12 @@ def part_steps(cfg, nsteps: int, results: dict) -> None:
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         variants = variants[1:]                      # the simulator has no CuPy
     for label, over in variants:
-        _, out[label] = _run_steps(cfg, nsteps, over, label)
+        out[label] = _run_steps(cfg, nsteps, over, label)
     nthreads = numba.get_num_threads()
-    _, out[f"cpu {nthreads} cores"] = _run_steps(cfg, max(3, nsteps // 4), {"name": "cpu"},
+    out[f"cpu {nthreads} cores"] = _run_steps(cfg, max(3, nsteps // 4), {"name": "cpu"},
                                                  f"cpu {nthreads} cores")
     numba.set_num_threads(1)
-    _, out["cpu 1 core"] = _run_steps(cfg, 2, {"name": "cpu", "threads": 1}, "cpu 1 core")
+    out["cpu 1 core"] = _run_steps(cfg, 2, {"name": "cpu", "threads": 1}, "cpu 1 core")
     numba.set_num_threads(nthreads)
     for k, v in out.items():
         say(v["table"])
@@ -275,13 +250,11 @@ def part_device(cfg, nsteps: int, results: dict) -> None:
     Python, graph replays and the kernels they ran, host syncs, CuPy allocations, counted by the
     backend), iterations per solve, the stage table; then the fields after the same steps against
     the host-solver path (SciPy/PyAMG) from the same initial state, in this process."""
-    from dycore.config import Config
     from dycore.timestepping.simulation import build_simulation
     sims = {}
     for label, over in (("device", {"name": "gpu", "solver_mode": "device", "assembly": "atomic"}),
                         ("host", {"name": "gpu", "solver_mode": "host", "assembly": "atomic"})):
-        c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
-                                                                   **over}})
+        c = with_backend(cfg, **over)
         t0 = time.perf_counter()
         sims[label] = build_simulation(c)
         say(f"{label}: build {time.perf_counter() - t0:.1f} s")
@@ -317,9 +290,9 @@ def part_device(cfg, nsteps: int, results: dict) -> None:
     for _ in range(nsteps + 2):
         dh = host.step()
     fd, fh = sim.host_fields(), host.host_fields()
-    diffs = {f: max_diff(fh[f], fd[f]) for f in fd}
+    diffs = {f: compare_arrays(fh[f], fd[f]) for f in fd}
     say(f"device vs host solvers after {nsteps + 2} steps (max|diff|/max|host|): " +
-        "  ".join(f"{f} {v['max_rel_to_max']:.2e}" for f, v in diffs.items()))
+        "  ".join(f"{f} {v['max_rel']:.2e}" for f, v in diffs.items()))
     say(f"host iterations last step p/m/t {dh['solver_iterations_pressure']}/"
         f"{dh['solver_iterations_momentum']}/{dh['solver_iterations_tracer']}")
     results["device"]["vs_host"] = diffs
@@ -346,16 +319,13 @@ def part_solver_ab(cfg, nsteps: int, results: dict) -> None:
     groups (default) or one thread per row. Step: host clock around step() (which ends with a
     host read), median of ``nsteps`` after 2 warm-up steps; pressure: CUDA events around each
     solve's graph replay (per-solve-graph layout), mean over ``nsteps`` steps."""
-    from dycore.config import Config
     from dycore.solvers.krylov import DeviceLinalg
     from dycore.timestepping.simulation import build_simulation
     variants = (("fused finish, grouped rows", True, None),
                 ("separate finish, grouped rows", False, None),
                 ("fused finish, one thread per row", True, 1))
     out = {}
-    c = Config.model_validate({**cfg.model_dump(), "backend": {
-        **cfg.backend.model_dump(), "name": "gpu", "solver_mode": "device",
-        "assembly": "atomic"}})
+    c = with_backend(cfg, name="gpu", solver_mode="device", assembly="atomic")
     for label, fuse, group in variants:
         DeviceLinalg.FUSE, DeviceLinalg.DEFAULT_MAX_GROUP = fuse, group
         try:
@@ -392,12 +362,9 @@ def part_pressure_profile(cfg, nsteps: int, results: dict) -> None:
     level) captured 20 times in a CUDA graph and replayed; CUDA events on the backend's stream,
     median of 10 replays after 3, divided by 20. The same V-cycle graph with the solve marked
     finished gives the cost of a no-op kernel (what a replayed budget past convergence costs)."""
-    from dycore.config import Config
     from dycore.solvers import kernels as K
     from dycore.timestepping.simulation import build_simulation
-    c = Config.model_validate({**cfg.model_dump(), "backend": {
-        **cfg.backend.model_dump(), "name": "gpu", "solver_mode": "device",
-        "assembly": "atomic"}})
+    c = with_backend(cfg, name="gpu", solver_mode="device", assembly="atomic")
     sim = build_simulation(c)
     for _ in range(2):
         sim.step()
@@ -462,13 +429,11 @@ def part_compare(cfg, nsteps: int, results: dict) -> None:
     Both simulations live in this process (no CPU contention between two runs); the fields are
     compared every 5 steps and each comparison is printed at once, so a time-out keeps them.
     """
-    from dycore.config import Config
     from dycore.timestepping.simulation import build_simulation
     sims = {}
     for label, over in (("cpu", {"name": "cpu"}),
                         ("gpu", {"name": "gpu", "solver_mode": "host", "assembly": "atomic"})):
-        c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
-                                                                   **over}})
+        c = with_backend(cfg, **over)
         sims[label] = build_simulation(c)
     say(f"compare: pressure rtol {cfg.solvers.pressure.rtol:g} (same on both sides)")
     t0 = time.perf_counter()
@@ -478,7 +443,7 @@ def part_compare(cfg, nsteps: int, results: dict) -> None:
             s.step()
         if k % 5 == 0 or k == nsteps:
             fc, fg = sims["cpu"].host_fields(), sims["gpu"].host_fields()
-            diffs = {f: max_diff(fc[f], fg[f]) for f in fc}
+            diffs = {f: compare_arrays(fc[f], fg[f]) for f in fc}
             rows.append({"step": k, "t": sims["cpu"].state.t, "diffs": diffs})
             say(f"step {k:3d} t = {sims['cpu'].state.t:6.0f} s ({time.perf_counter() - t0:5.0f} s): "
                 + "  ".join(f"{f} {d['max_abs']:.2e}" for f, d in diffs.items()))
@@ -493,7 +458,6 @@ def part_libm(results: dict) -> None:
     approximations (each within a few ulp), which no compiler option can reconcile."""
     from dycore.backend.gpu_kernels import kernel_compiler
     from dycore.checks import strict_cpu_loops, strict_gpu_loops
-    from dycore.validate import compare_arrays
     rng = np.random.default_rng(0)
     small = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"      # the simulator is slow
     n = 1 << (10 if small else 20)
@@ -568,7 +532,7 @@ def main() -> int:
             run_part[part]()
     finally:
         for part in results.get("steps", {}).values():
-            part.pop("timers", None)                 # the text tables carry the same numbers
+            part.pop("stages", None)                 # the text tables carry the same numbers
         (out / "gpu_check.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
 
