@@ -43,6 +43,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def _block_size(text: str) -> int:
     """Threads per block of the element kernels: a multiple of 32 from 32 to 256 (the assembly
     kernels use up to 168 registers per thread; 512 x 168 exceeds the 64K registers of a block
@@ -218,14 +228,14 @@ def _add_plot(subparsers) -> None:
                         help="image to write (default: FILE's stem + '_FIELD.png' beside FILE)")
     parser.add_argument("--field", default="w", metavar="NAME",
                         help="node field: u, v, w, p, theta_prime, q_v, q_c, q_r (default: w)")
-    parser.add_argument("--time", type=float, metavar="SECONDS",
+    parser.add_argument("--time", type=_finite_float, metavar="SECONDS",
                         help="the snapshot nearest this model time (default: the last)")
-    parser.add_argument("--z-level", type=float, default=3000.0, metavar="M",
+    parser.add_argument("--z-level", type=_finite_float, default=3000.0, metavar="M",
                         help="height of the horizontal section [m] (default: 3000)")
     from dycore.io.plot import DEFAULT_XLIM, DEFAULT_YLIM, DEFAULT_ZLIM   # no matplotlib yet
 
     def window(name, lim, what):
-        parser.add_argument(f"--{name}lim", type=float, nargs=2, default=lim,
+        parser.add_argument(f"--{name}lim", type=_finite_float, nargs=2, default=lim,
                             metavar=(f"{name.upper()}0", f"{name.upper()}1"),
                             help=f"{what} [m] (default: {lim[0]:g} {lim[1]:g})")
     window("x", DEFAULT_XLIM, "x window")
@@ -246,6 +256,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         print(plot_diagnostics(args.file, args.png))
         return EXIT_OK
     whole = args.whole_domain
+    for name in "xyz":
+        low, high = getattr(args, f"{name}lim")
+        if not low < high:
+            raise ConfigError(f"--{name}lim: expected {name.upper()}0 < {name.upper()}1 [m] "
+                              f"(got {low:g} {high:g})")
     print(plot_w(args.file, args.png, field=args.field, at=args.time, z_level=args.z_level,
                  xlim=None if whole else args.xlim, ylim=None if whole else args.ylim,
                  zlim=None if whole else args.zlim))
@@ -440,9 +455,16 @@ def _add_bench(subparsers) -> None:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from dycore.bench import parse_mesh, parse_sizes, run_bench
 
+    try:
+        mesh = parse_mesh(args.mesh) if args.mesh else None
+    except ConfigError as exc:
+        raise ConfigError(f"--mesh: {exc}") from None
+    try:
+        sizes = parse_sizes(args.sizes) if args.sizes else None
+    except ConfigError as exc:
+        raise ConfigError(f"--sizes: {exc}") from None
     run_bench(args.config, backend=args.backend, repeat=args.repeat, steps=args.steps,
-              mesh=parse_mesh(args.mesh) if args.mesh else None,
-              sizes=parse_sizes(args.sizes) if args.sizes else None,
+              mesh=mesh, sizes=sizes,
               parts=[p.strip() for p in args.parts.split(",") if p.strip()],
               block=args.block, cpu_max_elements=args.cpu_max_elements, json_path=args.json)
     if args.json is not None:
@@ -460,7 +482,7 @@ def _add_verify(subparsers) -> None:
                     "correlation, peak ratios, the antisymmetric part about y = 0 and |w| at "
                     "the summit node (docs/verify.md).")
     parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
-    parser.add_argument("--t-start", type=float, default=5000.0, metavar="S",
+    parser.add_argument("--t-start", type=_finite_float, default=5000.0, metavar="S",
                         help="average the snapshots with t >= S [s] (default: 5000)")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="also draw model and theory side by side into OUT")
@@ -470,7 +492,11 @@ def _add_verify(subparsers) -> None:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from dycore.diagnostics.verify import plot_verify, verify, write_json
+    from dycore.preflight import check_output_path
 
+    for flag, out in (("--json", args.json), ("--png", args.png)):   # before the work
+        if out is not None:
+            check_output_path(out, overwrite=True, name=flag, example=f"verify.{flag[2:]}")
     result = verify(args.file, t_start=args.t_start, keep_fields=args.png is not None)
     print(result.table(), end="")
     if args.json is not None:

@@ -73,6 +73,21 @@ class _Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info) -> Any:
+        """``true`` / ``false`` where a number is expected is an error (pydantic would read it
+        as 1 / 0)."""
+        if isinstance(value, bool) and _is_number_field(cls.model_fields[info.field_name]):
+            raise ValueError(f"expected a number, not {str(value).lower()}")
+        return value
+
+
+def _is_number_field(field) -> bool:
+    """Whether a model field takes int or float (optionally None) and no bool."""
+    args = typing.get_args(field.annotation) or (field.annotation,)
+    return bool(set(args) & {int, float}) and bool not in args
+
 
 # --------------------------------------------------------------------------------------- case
 class CaseConfig(_Section):
@@ -106,6 +121,13 @@ class CaseConfig(_Section):
                       if isinstance(value, float) and not math.isfinite(value)}
         errors += [{"type": "finite_number", "loc": (key,), "msg": "expected a finite number",
                     "input": self.parameters[key]} for key in sorted(non_finite)]
+        booleans = {key for key, value in self.parameters.items()
+                    if isinstance(value, bool) and key in params_cls.model_fields
+                    and _is_number_field(params_cls.model_fields[key])}
+        errors += [{"type": "number", "loc": (key,),
+                    "msg": f"expected a number, not {str(self.parameters[key]).lower()}",
+                    "input": self.parameters[key]} for key in sorted(booleans)]
+        non_finite |= booleans
         try:
             params_cls(**{key: value for key, value in self.parameters.items()
                           if key in params_cls.model_fields and key not in non_finite})

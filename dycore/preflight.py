@@ -54,13 +54,16 @@ def _size(nbytes: float) -> str:
 
 
 # ---------------------------------------------------------------------------- output path
-def check_output_path(path: Path, *, overwrite: bool) -> None:
+def check_output_path(path: Path, *, overwrite: bool,
+                      name: str = "output.path (--output)", example: str = "run.nc") -> None:
     """Raise unless a run can create ``path`` without silently replacing a file.
 
     Parameters
     ----------
     path : the output file (``config.output_path``)
     overwrite : replace an existing file (``dycore run --overwrite``)
+    name : the key or flag that gave ``path``, for the messages; example : a file name to
+        suggest when ``path`` is a directory
 
     Raises
     ------
@@ -71,8 +74,8 @@ def check_output_path(path: Path, *, overwrite: bool) -> None:
     """
     path = Path(path)
     if path.is_dir():
-        raise OutputError(f"{path}: output.path (--output) is a directory; expected a file "
-                          f"name such as {path / 'run.nc'}")
+        raise OutputError(f"{path}: {name} is a directory; expected a file "
+                          f"name such as {path / example}")
     if path.exists() and not overwrite:
         raise OutputError(f"{path}: output file exists; pass --overwrite to replace it, or "
                           f"choose another --output / output.path")
@@ -80,13 +83,13 @@ def check_output_path(path: Path, *, overwrite: bool) -> None:
     while not folder.exists():       # the writer creates missing folders: check the first one
         folder = folder.parent       # that exists ('.' and '/' always do)
     if not folder.is_dir():
-        raise OutputError(f"{path}: output.path (--output) cannot be created: {folder} is a "
+        raise OutputError(f"{path}: {name} cannot be created: {folder} is a "
                           f"file, not a folder")
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise OutputError(f"{path}: output.path (--output) cannot be created: no file can be "
+        raise OutputError(f"{path}: {name} cannot be created: no file can be "
                           f"written in {folder} ({exc.strerror or exc})") from None
     if path.exists() and not os.access(path, os.W_OK):
         raise OutputError(f"{path}: output file exists and is not writable")
