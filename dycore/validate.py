@@ -44,7 +44,7 @@ from dycore.checks.common import compare_arrays, with_backend
 from dycore.physics.state import OUTPUT_FIELDS
 
 __all__ = ["validate", "ValidationResult", "compare_arrays", "field_hashes", "gpu_mode",
-           "default_tolerance"]
+           "gpu_mode_defaults", "default_tolerance"]
 
 log = logging.getLogger("dycore")
 
@@ -66,12 +66,26 @@ def _exceeds(stats: dict, tolerance: float) -> bool:
 # ------------------------------------------------------------------------------- set-up
 def gpu_mode(config) -> tuple[str, bool]:
     """(assembly, strict) for the GPU side: the configuration's when set there, else
-    ("deterministic", True)."""
+    ("deterministic", True) -- see :func:`gpu_mode_defaults` for which were defaulted."""
     b = config.backend
     given = b.model_fields_set
     assembly = b.assembly if "assembly" in given else "deterministic"
     strict = b.strict if "strict" in given else True
     return assembly, bool(strict)
+
+
+def gpu_mode_defaults(config, assembly=None, strict=None) -> list[str]:
+    """One line for each GPU-mode key that validate chooses itself (not in the configuration
+    and not given as an argument), so the report says so instead of defaulting silently."""
+    given = config.backend.model_fields_set
+    out = []
+    if assembly is None and "assembly" not in given:
+        out.append("backend.assembly not set: validating with deterministic assembly "
+                   "(--assembly or backend.assembly to choose)")
+    if strict is None and "strict" not in given:
+        out.append("backend.strict not set: validating in strict FP (bitwise) mode "
+                   "(--strict/--no-strict or backend.strict to choose)")
+    return out
 
 
 def default_tolerance(assembly: str, strict: bool) -> float:
@@ -266,6 +280,9 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
     wall0 = time.perf_counter()
     out_dir = Path(output_dir)
     a_cfg, s_cfg = gpu_mode(config)
+    defaulted = gpu_mode_defaults(config, assembly, strict)
+    for line in defaulted:
+        log.info("validate: %s", line)
     assembly = a_cfg if assembly is None else assembly
     strict = s_cfg if strict is None else bool(strict)
     tol = default_tolerance(assembly, strict) if tolerance is None else float(tolerance)
@@ -332,6 +349,7 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
         assembly=assembly, strict=strict, tolerance=tol, steps=n_steps, t=cpu.state.t,
         backend=gpu.backend.describe(), kernels=kernels, fields=records,
         final={f: s for f, s in final.items()}, gpu_hashes=hashes, repeat_hashes=repeat)
+    result.notes.extend(defaulted)
     if len(failures) > 1:
         result.notes.append(f"{len(failures)} checks failed:")
         result.notes.extend(failures)
