@@ -14,9 +14,9 @@ partitions the node graph with METIS and broadcasts the partition, and each rank
 :class:`~dycore.parallel.rank_ops.RankBackend` and
 :class:`~dycore.parallel.systems.DistributedSystems`; every result of a solve or a sparse
 product has its ghosts refilled from their owners, so each local array is an exact copy of
-the owners' values. With the exact reduction and pointwise preconditioners (pressure
-``jacobi``, momentum ``block_jacobi``, tracers ``jacobi``) a step gives the same bits on any
-number of ranks.
+the owners' values. With the exact reduction and the preconditioners of the configuration
+(pressure ``amg`` — one global V-cycle — or ``jacobi``, momentum ``block_jacobi``, tracers
+``jacobi``) a step gives the same bits on any number of ranks.
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class DistributedSimulation:
         systems = DistributedSystems(comm, rp, extract_rows(spg.indptr, spg.indices, rp, n, 1)[:2],
                                      owned_row_order(lsp.indptr, lsp.indices, rp),
                                      (pp, pi, p.data[pos]), config.solvers,
-                                     Reducer(comm, reduction))
+                                     Reducer(comm, reduction), pressure_global=p, part=part)
         self.systems = systems
         c = serial.coeffs
         self.coeffs = dataclasses.replace(

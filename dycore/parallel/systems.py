@@ -10,8 +10,8 @@ column order, solved with :func:`~dycore.parallel.krylov.cg` / ``bicgstab`` over
 vector with EVERY ghost filled (depth-2 halo), so each rank's local arrays stay exact copies of
 the owners' values.
 
-Methods: pressure CG with ``amg`` (rank-local V-cycle, :class:`LocalAMG`), ``jacobi`` or
-``none``; momentum and tracers BiCGStab (``gmres`` in the configuration is solved with
+Methods: pressure CG with ``amg`` (the device solvers' Chebyshev V-cycle over one global
+hierarchy, distributed: the same bits on any rank count), ``jacobi`` or ``none``; momentum and tracers BiCGStab (``gmres`` in the configuration is solved with
 BiCGStab: the distributed runs have no GMRES) with ``block_jacobi`` / ``jacobi`` / ``none``.
 ILU is refused (ConfigError).
 """
@@ -48,6 +48,11 @@ class DistributedSystems:
     pressure_rows : (indptr, indices, values) of the owned rows of the pinned pressure matrix
         (depth 2)
     cfg : SolversConfig (pressure, momentum, tracer); reducer : Reducer
+    pressure_global : SciPy CSR of the whole pinned pressure matrix; part : (n,) node owners —
+        for ``amg``: the global hierarchy's V-cycle over the ranks
+        (:class:`~dycore.parallel.amg.DistributedVCycle`)
+    local_amg : bool — ``amg`` as a rank-local hierarchy on the owned block instead
+        (:class:`~dycore.parallel.krylov.LocalAMG`; fewer messages, more iterations)
 
     Raises
     ------
@@ -58,7 +63,8 @@ class DistributedSystems:
     #: host solves are never captured in a graph
     graph_ready = False
 
-    def __init__(self, comm, rp, row1, perm, pressure_rows, cfg, reducer):
+    def __init__(self, comm, rp, row1, perm, pressure_rows, cfg, reducer, pressure_global=None,
+                 part=None, local_amg=False):
         self.comm, self.rp, self.cfg, self.red = comm, rp, cfg, reducer
         self.plan1, self.plan2 = rp.plan(1), rp.plan(2)
         self.indptr, self.indices = row1
@@ -71,8 +77,13 @@ class DistributedSystems:
         pp, pi, pv = pressure_rows
         self.pressure_matrix = DistributedMatrix(comm, self.plan2, pp, pi, pv)
         pc = cfg.pressure.preconditioner
-        if pc == "amg":
+        if pc == "amg" and local_amg:
             self.pressure_pc = LocalAMG(self.pressure_matrix.owned_block())
+        elif pc == "amg":
+            from dycore.parallel.amg import DistributedVCycle
+            if pressure_global is None or part is None:
+                raise ValueError("the distributed V-cycle needs pressure_global and part")
+            self.pressure_pc = DistributedVCycle(comm, pressure_global, part)
         elif pc == "jacobi":
             self.pressure_pc = Jacobi(np.asarray(pv)[_diag_positions(pp, pi)])
         else:

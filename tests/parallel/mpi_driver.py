@@ -3,8 +3,8 @@ tests (test_mpi.py): every rank loads the same serial systems, rank 0 partitions
 broadcasts, each rank builds its matrices from its owned rows, and the distributed SpMVs,
 reductions and solves are gathered to rank 0, which writes OUT.npz.
 
-Only NumPy, SciPy, PyAMG, mpi4py and pymetis are imported (no numba): a rank starts in well
-under a second.
+NumPy, SciPy, PyAMG, mpi4py and pymetis, and dycore.solvers.amg for the hierarchy of the
+distributed V-cycle (no assembly, no mesh generation).
 """
 import sys
 import time
@@ -13,6 +13,9 @@ import numpy as np
 
 
 def main(src, dst):
+    from scipy.sparse import csr_matrix
+
+    from dycore.parallel.amg import DistributedVCycle
     from dycore.parallel.halo import gather_to_root
     from dycore.parallel.krylov import BlockJacobi3, Jacobi, LocalAMG, bicgstab, cg
     from dycore.parallel.mpi import abort_on_error, world
@@ -54,12 +57,16 @@ def main(src, dst):
         red = Reducer(comm, "exact")
         diag_pos = np.flatnonzero(s["indices"] == np.repeat(np.arange(n), np.diff(s["indptr"])))
         pdiag = sp_diag(s["p_indptr"], s["p_indices"], s["p_values"], n)
+        pglobal = csr_matrix((s["p_values"], s["p_indices"], s["p_indptr"]), shape=(n, n))
         solves = {
             "cg_jacobi": lambda: cg(mats["pressure"], s["b_pressure"][own], red,
                                     m=Jacobi(pdiag[own]), rtol=1e-12, maxiter=2000),
             "cg_amg": lambda: cg(mats["pressure"], s["b_pressure"][own], red,
                                  m=LocalAMG(mats["pressure"].owned_block()), rtol=1e-12,
                                  maxiter=500),
+            "cg_vcycle": lambda: cg(mats["pressure"], s["b_pressure"][own], red,
+                                    m=DistributedVCycle(comm, pglobal, part), rtol=1e-12,
+                                    maxiter=500),
             "bicgstab_tracer": lambda: bicgstab(mats["tracer"], s["tracer_b"][own], red,
                                                 m=Jacobi(s["tracer"][diag_pos][own]),
                                                 rtol=1e-12, maxiter=500, name="tracer"),

@@ -84,10 +84,13 @@ def test_exact_dot_is_the_same_bits_on_1_2_4_ranks_and_equals_fsum(systems, resu
             assert abs(float(results[k][f"dot_{mode}"]) - ref) <= 1e-13 * abs(ref)
 
 
-@pytest.mark.parametrize("key", ("cg_jacobi", "bicgstab_tracer", "bicgstab_momentum"))
-def test_pointwise_preconditioned_solves_are_bitwise_equal_on_1_2_4_ranks(results, key):
-    """Exact reductions + bitwise SpMV + a pointwise preconditioner: the partition cannot
-    change a bit of the iterates, so the solutions and the iteration counts agree exactly."""
+@pytest.mark.parametrize("key", ("cg_jacobi", "cg_vcycle", "bicgstab_tracer",
+                                 "bicgstab_momentum"))
+def test_solves_are_bitwise_equal_on_1_2_4_ranks(results, key):
+    """Exact reductions + bitwise SpMV + a preconditioner applied entry by entry or through
+    bitwise SpMVs (Jacobi, 3×3 block-Jacobi, the distributed V-cycle of one global hierarchy):
+    the partition cannot change a bit of the iterates, so the solutions and the iteration
+    counts agree exactly."""
     base = results[1]
     for k in RANKS[1:]:
         assert int(results[k][f"{key}_its"]) == int(base[f"{key}_its"])
@@ -95,6 +98,7 @@ def test_pointwise_preconditioned_solves_are_bitwise_equal_on_1_2_4_ranks(result
 
 
 @pytest.mark.parametrize("key,what", [("cg_jacobi", "pressure"), ("cg_amg", "pressure"),
+                                      ("cg_vcycle", "pressure"),
                                       ("bicgstab_tracer", "tracer"),
                                       ("bicgstab_momentum", "momentum")])
 def test_distributed_solutions_match_the_reference_to_1e10(systems, results, key, what):
@@ -127,6 +131,20 @@ def test_rank_local_amg_iterations_against_serial(systems, results, capsys):
               f"SciPy+AMG {its[0]}, rank-local AMG {counts}, Jacobi {jac}")
     assert abs(counts[1] - its[0]) <= 1
     assert counts[1] <= counts[2] <= counts[4] < jac[4]
+
+
+def test_distributed_vcycle_matches_the_serial_vcycle(systems, results):
+    """The distributed V-cycle is the device solvers' cycle (vcycle_reference, one thread per
+    row): SciPy's CG with it needs the same iterations (±1) as ours on every rank count."""
+    from dycore.solvers.amg import HostHierarchy, vcycle_reference
+    a, _, b = _serial_matrices(systems)["pressure"]
+    h = HostHierarchy(a)
+    m = spla.LinearOperator(a.shape, matvec=lambda r: vcycle_reference(h, r.ravel(), 1))
+    its = [0]
+    spla.cg(a, b, rtol=1e-12, M=m, maxiter=500,
+            callback=lambda _: its.__setitem__(0, its[0] + 1))
+    for k in RANKS:
+        assert abs(int(results[k]["cg_vcycle_its"]) - its[0]) <= 1, (k, its[0])
 
 
 FAIL = """

@@ -22,7 +22,7 @@ output: {path: out.nc, output_interval: 20.0, progress: false}
 """
 
 
-def _config(tmp_path, pc="jacobi"):
+def _config(tmp_path, pc="amg"):
     path = tmp_path / f"case_{pc}.yaml"
     path.write_text(CONFIG.replace("PRESSURE_PC", pc))
     return path
