@@ -317,7 +317,7 @@ def _add_mesh(subparsers) -> None:
 
 
 def _cmd_mesh(args: argparse.Namespace) -> int:
-    import cases
+    from dycore import cases
     from dycore.config import load_config
     from dycore.errors import OutputError
     from dycore.mesh import FaceTag, write_mesh

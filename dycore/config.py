@@ -94,14 +94,14 @@ class CaseConfig(_Section):
     """Test case: which case module, and overrides of its own Parameters model."""
 
     name: str = _field("mountainwave3d", unit="-",
-                       description="case module under cases/ (e.g. mountainwave3d)")
+                       description="case module under dycore/cases/ (e.g. mountainwave3d)")
     parameters: dict[str, Any] = _field(dict, unit="-",
                                         description="overrides of the case's own Parameters model "
                                                     "(keys and units: see the case's README)")
 
     @model_validator(mode="after")
     def _check_case(self) -> "CaseConfig":
-        from cases import load_case  # lazy: the case packages import physics code
+        from dycore.cases import load_case  # lazy: the case packages import physics code
 
         try:
             module = load_case(self.name)
@@ -141,7 +141,7 @@ class CaseConfig(_Section):
 
     def build_parameters(self) -> Any:
         """The case's ``Parameters`` instance with the overrides of this section applied."""
-        from cases import load_case
+        from dycore.cases import load_case
 
         return load_case(self.name).Parameters(**self.parameters)
 
@@ -748,7 +748,7 @@ def _section_rows(model: type[BaseModel], prefix: str, defaults: BaseModel | Non
 def _case_parameter_rows(case_name: str) -> list[str]:
     """Rows for the default case's own Parameters model (empty if the case cannot be loaded)."""
     try:
-        from cases import load_case
+        from dycore.cases import load_case
 
         params_cls = getattr(load_case(case_name), "Parameters", None)
     except (ImportError, ConfigError):

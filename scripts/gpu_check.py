@@ -88,7 +88,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
     from dycore.backend.cpu import CPUBackend
     from dycore.backend.gpu import GPUBackend
     from dycore.diagnostics.timers import StageTimers
-    import cases
+    from dycore import cases
 
     mesh = cases.build_config_mesh(cfg)
     sp_ = build_sparsity(mesh.tets, mesh.nnodes)
@@ -175,7 +175,7 @@ def _kernel_resources_and_block_sweep(backend, ops, dev, mesh, sp_, repeat, resu
 def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     """The cost of the bitwise modes: every assembly kernel and the device-solver step in
     atomic / deterministic assembly, each with and without strict FP (fma=0, no LTO)."""
-    import cases
+    from dycore import cases
     from dycore.assembly.sparsity import build_sparsity
     from dycore.backend.gpu import GPUBackend
     from dycore.diagnostics.timers import StageTimers

@@ -156,7 +156,7 @@ class _Bench:
 
     # -- parts ---------------------------------------------------------------------------
     def build_mesh(self):
-        import cases
+        from dycore import cases
 
         from dycore.assembly.sparsity import build_sparsity
 

@@ -49,7 +49,7 @@ class Simulation:
     """
 
     def __init__(self, config, backend=None):
-        import cases
+        from dycore import cases
 
         self.config = config
         self.case = cases.load_case(config.case.name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import cases
+from dycore import cases
 from dycore import Simulation
 from dycore.config import load_config
 from dycore.mesh import shuffle, write_mesh

@@ -34,7 +34,7 @@ BY_NAME = {k.name: k for k in KERNELS}
 @pytest.fixture(scope="module")
 def mesh():
     """A 4x3x3-cell mountainwave3d mesh: 216 tetrahedra."""
-    import cases
+    from dycore import cases
 
     cfg = load_config(SMALL, {"mesh": {"nx": 4, "ny": 3, "nz": 3}})
     m = cfg.mesh

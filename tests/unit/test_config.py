@@ -30,7 +30,7 @@ def _stub_load_case(name):
 @pytest.fixture(autouse=True)
 def loadable_case(monkeypatch):
     """The real mountainwave3d case if it imports, else a stub (the case is written elsewhere)."""
-    import cases
+    from dycore import cases
 
     try:
         cases.load_case("mountainwave3d").Parameters  # noqa: B018
@@ -308,7 +308,7 @@ def test_unknown_case(tmp_path):
 
 
 def test_case_parameters_validated_by_the_case(tmp_path):
-    import cases
+    from dycore import cases
 
     params_cls = cases.load_case("mountainwave3d").Parameters
     name, field = next(iter(params_cls.model_fields.items()))
@@ -401,7 +401,7 @@ def test_reference_contains_every_key():
 
 
 def test_reference_lists_case_parameters():
-    import cases
+    from dycore import cases
 
     params_cls = cases.load_case("mountainwave3d").Parameters
     text = config_reference_markdown()

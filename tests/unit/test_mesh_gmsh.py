@@ -7,7 +7,7 @@ import gmsh
 import numpy as np
 import pytest
 
-from cases import mountainwave3d as mw
+from dycore.cases import mountainwave3d as mw
 from dycore import Simulation
 from dycore.config import load_config
 from dycore.mesh import FaceTag, read_mesh

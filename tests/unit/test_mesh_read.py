@@ -11,8 +11,8 @@ import meshio
 import numpy as np
 import pytest
 
-import cases
-from cases import mountainwave3d as mw
+from dycore import cases
+from dycore.cases import mountainwave3d as mw
 from dycore.config import load_config
 from dycore.errors import ConfigError, MeshError
 from dycore.mesh import (FaceTag, GridSpec, Mesh, boundary_faces, generate_terrain_following,

@@ -74,7 +74,7 @@ def test_courant_number_uses_the_smallest_horizontal_spacing():
 def test_courant_number_from_element_extents():
     """Given the tets: the generated mesh's smallest spacing (every tet spans its cell), and a
     sensible one on a mesh whose node x values are not grid lines (a rotated copy)."""
-    import cases.mountainwave3d as mw
+    import dycore.cases.mountainwave3d as mw
 
     mesh = mw.build_mesh(mw.Parameters(), nx=6, ny=4, nz=2, dx_min=3000.0, dz_min=2000.0)
     grid = preflight.courant_number(10.0, 20.0, mesh.coords)

@@ -1,6 +1,6 @@
 """Test-case definitions: one sub-package per case, loaded by the configuration's case name.
 
-A case package (e.g. :mod:`cases.mountainwave3d`) provides its ``Parameters`` model, mesh
+A case package (e.g. :mod:`dycore.cases.mountainwave3d`) provides its ``Parameters`` model, mesh
 builder, background/reference/initial states, sponge and boundary tags.
 """
 from __future__ import annotations
