@@ -89,6 +89,13 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     if root:
         log.info("backend: cpu, %d MPI ranks (%s reduction); halo of rank 0: %d values",
                  comm.size, reduction, sim.halo_values_per_exchange)
+        gm = [name for name in ("momentum", "tracer")
+              if getattr(config.solvers, name).method == "gmres"]
+        if gm:
+            log.info("solvers.%s.method gmres: solved with BiCGStab on MPI ranks",
+                     "/".join(gm))
+    from dycore.parallel.halo import HaloExchange
+    before = dict(HaloExchange.totals)
     writer = None
     with abort_on_error(comm):
         if root:
@@ -137,8 +144,15 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
                     f"tetrahedra, {sim.mesh.nnodes} nodes, {k} steps)")
                 writer.write_timers(sim.timers.as_dict(), table)
             writer.close()
+    halo = {key: HaloExchange.totals[key] - before[key] for key in before}
+    halo = comm.gather(halo, root=0)
     if not root:
         return None
+    steps = max(k, 1)
+    log.info("halo exchanges per step: %.0f kB sent by all ranks, %.1f exchanges and %.3f s "
+             "per rank (mean over ranks)", sum(h["bytes"] for h in halo) / steps / 1e3,
+             sum(h["exchanges"] for h in halo) / len(halo) / steps,
+             sum(h["seconds"] for h in halo) / len(halo) / steps)
     return RunSummary(output_path=path, steps=n_steps, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
                       last_diagnostics=diag, backend=f"cpu, {comm.size} MPI ranks")
