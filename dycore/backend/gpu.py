@@ -254,7 +254,3 @@ class GPUBackend:
     def assembler(self, mesh, sparsity, timers):
         """The :class:`Assembler` of ``mesh`` on this backend."""
         return Assembler(self, mesh, sparsity, timers)
-
-    def device_systems(self, sparsity, ops, cfg, timers):
-        from dycore.solvers.device import DeviceSystems
-        return DeviceSystems(self, sparsity, ops, cfg, timers)

@@ -78,9 +78,12 @@ class Simulation:
                            q={k: dev(np.asarray(init[k], float)) for k in TRACERS})
 
     def _systems(self):
+        """The linear systems: chosen here, by the simulation, from the backend's solver mode
+        (our device kernels for ``device``, SciPy/PyAMG on the host otherwise)."""
         if getattr(self.backend, "solver_mode", "host") == "device":
-            return self.backend.device_systems(self.sparsity, self.ops, self.config.solvers,
-                                               self.timers)
+            from dycore.solvers.device import DeviceSystems
+            return DeviceSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
+                                 self.timers)
         from dycore.solvers.systems import HostSystems
         return HostSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
                            self.timers)
