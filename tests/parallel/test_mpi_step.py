@@ -49,4 +49,4 @@ def test_one_rank_agrees_with_the_serial_simulation(runs):
     for name in ("u", "w", "p", "theta_prime"):
         got = runs[1][f"{name}_{STEPS}"]
         err = np.max(np.abs(got - ser[name])) / np.max(np.abs(ser[name]))
-        assert err < 1e-6, (name, err)
+        assert err < 1e-9, (name, err)          # measured: <= 1.1e-13 (p)
