@@ -31,7 +31,7 @@ bench: install
 	$(PYTHON) -m dycore bench configs/mountainwave3d.yaml --json output/bench.json
 
 bench-smoke: install
-	$(PYTHON) -m dycore bench configs/mountainwave3d_small.yaml --mesh 4,4,3 --repeat 2 --backend cpu --json output/bench_smoke.json
+	$(PYTHON) -m dycore bench configs/mountainwave3d_small.yaml --mesh 4,4,3 --repeat 2 --paths cpu --json output/bench_smoke.json
 
 docs: install
 	$(PYTHON) -m dycore config --reference > docs/config-reference.md

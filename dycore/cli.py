@@ -427,8 +427,12 @@ def _add_bench(subparsers) -> None:
                     "a GPU is usable.")
     parser.add_argument("config", type=Path, nargs="?", metavar="CONFIG",
                         help="YAML configuration file (default: all defaults)")
-    parser.add_argument("--backend", choices=("cpu", "gpu", "both"), default="both",
-                        help="paths to time (default: both; the GPU only where usable)")
+    parser.add_argument("--paths", choices=("cpu", "gpu", "both"), default=None,
+                        help="code paths to time (default: both; the GPU only where usable)")
+    parser.add_argument("--backend", choices=("cpu", "gpu", "both"), default=None,
+                        dest="backend_deprecated",
+                        help="deprecated name of --paths (in `dycore run`, --backend sets "
+                             "backend.name)")
     parser.add_argument("--repeat", type=_positive_int, default=10, metavar="N",
                         help="timed repetitions per kernel after warm-up (default: 10)")
     parser.add_argument("--steps", type=_positive_int, default=3, metavar="K",
@@ -463,7 +467,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         sizes = parse_sizes(args.sizes) if args.sizes else None
     except ConfigError as exc:
         raise ConfigError(f"--sizes: {exc}") from None
-    run_bench(args.config, backend=args.backend, repeat=args.repeat, steps=args.steps,
+    paths = args.paths
+    if args.backend_deprecated is not None:
+        print("dycore bench: --backend is deprecated here, use --paths (the code paths to "
+              "time; in `dycore run` --backend sets backend.name)", file=sys.stderr)
+        if paths is not None and paths != args.backend_deprecated:
+            raise ConfigError(f"--paths {paths} and --backend {args.backend_deprecated} "
+                              "disagree (give --paths only)")
+        paths = args.backend_deprecated
+    run_bench(args.config, backend=paths or "both", repeat=args.repeat, steps=args.steps,
               mesh=mesh, sizes=sizes,
               parts=[p.strip() for p in args.parts.split(",") if p.strip()],
               block=args.block, cpu_max_elements=args.cpu_max_elements, json_path=args.json)

@@ -13,7 +13,7 @@ steps     one Simulation per available variant: warm-up step, then K timed steps
 scaling   the step at several mesh sizes: time per element, device memory per element (GPU)
 
 GPU columns appear only where a GPU is usable; under numba-cuda's simulator they appear only with
-``--backend gpu`` (a code-path check: simulator timings mean nothing).
+``--paths gpu`` (a code-path check: simulator timings mean nothing).
 """
 from __future__ import annotations
 
@@ -100,14 +100,14 @@ class _Bench:
         if choice in ("gpu", "both"):
             ok, why = gpu_usable()
             if ok and sim and choice == "both":
-                ok, why = False, "CUDA simulator (give --backend gpu to run the GPU code path)"
+                ok, why = False, "CUDA simulator (give --paths gpu to run the GPU code path)"
             if ok and not sim:
                 try:
                     import cupy  # noqa: F401
                 except ImportError as exc:
                     ok, why = False, f"CuPy missing ({exc})"
             if not ok and choice == "gpu":
-                raise BackendUnavailableError(f"bench --backend gpu: no usable GPU ({why})")
+                raise BackendUnavailableError(f"bench --paths gpu: no usable GPU ({why})")
             gpu = ok
         return cpu, gpu, sim, gpu and not sim, why
 
