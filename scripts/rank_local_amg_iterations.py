@@ -40,7 +40,7 @@ def main(config="configs/mountainwave3d_small.yaml", ks=(2, 4, 8)):
             rows = np.flatnonzero(part == r)
             blocks.append((rows, amg_hierarchy(a[rows][:, rows].tocsr()).aspreconditioner(cycle="V")))
 
-        def apply(x):
+        def apply(x, blocks=blocks):
             x = x.ravel()
             y = np.empty_like(x)
             for rows, m in blocks:

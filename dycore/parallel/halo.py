@@ -13,6 +13,7 @@ On GPU ranks the same plan drives NCCL send/recv of device buffers (docs/archite
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,7 +40,7 @@ class HaloExchange:
         unpacking; the overlapped interior work is not counted)
     """
 
-    totals = {"bytes": 0, "exchanges": 0, "seconds": 0.0}
+    totals: ClassVar[dict] = {"bytes": 0, "exchanges": 0, "seconds": 0.0}
 
     def __init__(self, comm, plan, block: int = 1):
         self.comm, self.plan, self.block = comm, plan, int(block)

@@ -21,7 +21,7 @@ import numpy as np
 
 from dycore.errors import SolverDivergedError
 
-__all__ = ["cg", "bicgstab", "Jacobi", "BlockJacobi3", "LocalAMG"]
+__all__ = ["BlockJacobi3", "Jacobi", "LocalAMG", "bicgstab", "cg"]
 
 
 class Jacobi:
@@ -98,7 +98,7 @@ def cg(a, b, reducer, x0=None, m=None, rtol=1e-8, atol=0.0, maxiter=1000, name="
     m = m or _identity
     b = _flat(b)
     x = np.zeros_like(b) if x0 is None else _flat(x0).copy()
-    mv = lambda v: _flat(a.matvec(v.reshape(shape)))            # noqa: E731
+    mv = lambda v: _flat(a.matvec(v.reshape(shape)))
     r = b - mv(x) if x0 is not None else b.copy()
     tol = max(rtol * reducer.norm(b), atol)
     rn = reducer.norm(r)
@@ -140,7 +140,7 @@ def bicgstab(a, b, reducer, x0=None, m=None, rtol=1e-8, atol=0.0, maxiter=1000,
     m = m or _identity
     b = _flat(b)
     x = np.zeros_like(b) if x0 is None else _flat(x0).copy()
-    mv = lambda v: _flat(a.matvec(v.reshape(shape)))            # noqa: E731
+    mv = lambda v: _flat(a.matvec(v.reshape(shape)))
     r = b - mv(x) if x0 is not None else b.copy()
     tol = max(rtol * reducer.norm(b), atol)
     rn = reducer.norm(r)

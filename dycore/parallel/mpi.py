@@ -13,7 +13,7 @@ import sys
 
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["world", "abort_on_error"]
+__all__ = ["abort_on_error", "world"]
 
 
 def world():

@@ -21,7 +21,7 @@ from dycore.diagnostics.timers import WallMarker
 from dycore.parallel.halo import HaloExchange
 from dycore.parallel.reduce import exact_parts, parts_to_float
 
-__all__ = ["RankVectorOps", "OwnedRowsOperator", "RankBackend"]
+__all__ = ["OwnedRowsOperator", "RankBackend", "RankVectorOps"]
 
 
 class RankVectorOps(CPUVectorOps):

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-__all__ = ["exact_parts", "parts_to_float", "exact_sum", "Reducer", "MODES"]
+__all__ = ["MODES", "Reducer", "exact_parts", "exact_sum", "parts_to_float"]
 
 MODES = ("exact", "ordered", "allreduce")
 

@@ -31,7 +31,10 @@ from dycore.diagnostics.timers import StageTimers
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import gather_to_root
 from dycore.parallel.partition import (
-    extract_rows, metis_partition, owned_row_order, partition_mesh,
+    extract_rows,
+    metis_partition,
+    owned_row_order,
+    partition_mesh,
 )
 from dycore.parallel.rank_ops import OwnedRowsOperator, RankBackend
 from dycore.parallel.reduce import Reducer

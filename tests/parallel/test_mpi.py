@@ -38,7 +38,7 @@ def launch(k: int, *args: str, timeout: float = 180.0) -> subprocess.CompletedPr
                MPIR_CVAR_POLLS_BEFORE_YIELD="1", MPIR_CVAR_ENABLE_HEAVY_YIELD="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([mpiexec(), "-n", str(k), sys.executable, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ and after 20 steps is the same bits on every rank count, and a one-rank run agre
 serial Simulation to the solver tolerance."""
 import numpy as np
 import pytest
-
 from test_mpi import HERE, launch
 
 RANKS = (1, 2, 4)
@@ -39,8 +38,9 @@ def test_fields_after_1_and_20_steps_are_bitwise_equal_on_1_2_4_ranks(runs, k, s
 def test_one_rank_agrees_with_the_serial_simulation(runs):
     """The serial Simulation (SciPy's CG with PyAMG's own cycle, SciPy's BiCGStab, rtol 1e-10)
     iterates differently from ours: its fields agree to the solver tolerance, not bitwise."""
-    import dycore
     from step_driver import MESH, solvers
+
+    import dycore
     cfg = dycore.load_config("configs/mountainwave3d_small.yaml", mesh=dict(MESH),
                              solvers=solvers("amg"))
     sim = dycore.Simulation(cfg)

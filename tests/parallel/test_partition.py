@@ -8,7 +8,10 @@ import scipy.sparse as sp
 from dycore.assembly.sparsity import build_sparsity
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.partition import (
-    extract_rows, metis_partition, owned_row_order, partition_mesh,
+    extract_rows,
+    metis_partition,
+    owned_row_order,
+    partition_mesh,
 )
 
 KS = (1, 2, 3, 4)
