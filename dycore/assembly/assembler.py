@@ -56,6 +56,7 @@ class Assembler:
         self.maps = {"matrix": (dev(sparsity.contrib_ptr), dev(sparsity.contrib)),
                      "vector": (dev(sparsity.node_contrib_ptr), dev(sparsity.node_contrib))}
         self.detj = b.zeros(self.nele)
+        self._loops = {loop.name: loop for loop in ASSEMBLY.loops}
         self._ele: dict = {}     # element arrays, shared by shape (written before every read)
         self._out: dict = {}     # assembled arrays of the per-step operators, by key
 
@@ -87,12 +88,11 @@ class Assembler:
         keys : dict output name -> buffer key of the assembled array (None: fresh arrays);
         want : dict output name -> bool (default all); result : the array of the loop's Result
         (default ``self.detj``). Returns dict output name -> flat assembled array (or None)."""
-        loop = ASSEMBLY[name]
-        want = want or {}
+        loop = self._loops[name]
         args = dict(self.common, **inputs)
         outs = {}
         for o in loop.outputs:
-            w = want.get(o.name, True)
+            w = want.get(o.name, True) if want else True
             key = keys.get(o.name) if keys else None
             outs[o.name] = self._target(key, o, key is None) if w else None
             args[o.elements] = self._elements(o)

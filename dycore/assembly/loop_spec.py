@@ -34,6 +34,7 @@ shapes (``cuda.local.array((11, 4), float64)``), as numba-cuda requires.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 
 __all__ = ["ATOMIC", "ELEMENTS", "SEARCH", "MODE_NAMES", "Gather", "Row", "Table", "Scalar",
@@ -124,7 +125,7 @@ class Output:
         """Shape of one block: what one nonzero (matrix) or one node (vector) receives."""
         return {"vector": self.shape[1:], "matrix": self.shape[2:]}.get(self.kind, ())
 
-    @property
+    @cached_property
     def block_size(self) -> int:
         """Number of values in one block (1 for a scalar matrix or vector)."""
         return prod(self.block)
@@ -183,15 +184,15 @@ class ElementLoop:
         """The arguments of one kind, in order."""
         return [a for a in self.args if isinstance(a, kind)]
 
-    @property
-    def outputs(self) -> list:
-        return self.of(Output)
+    @cached_property
+    def outputs(self) -> tuple:
+        return tuple(self.of(Output))
 
-    @property
+    @cached_property
     def uses_tets(self) -> bool:
         return bool(self.of(Gather)) or len(self.modes) > 1
 
-    @property
+    @cached_property
     def count_source(self) -> str:
         """The parameter whose first dimension is the number of elements."""
         return "tets" if self.uses_tets else self.of(Row)[0].source
@@ -213,6 +214,22 @@ class ElementLoop:
         """Parameters of the CPU driver: inputs, element arrays, result."""
         return (self.inputs() + [o.elements for o in self.outputs]
                 + ([self.result.target] if self.result else []))
+
+    @cached_property
+    def gpu_param_kinds(self) -> tuple:
+        """``(parameter, kind)`` for every GPU kernel parameter: kind ``"scalar"`` (Scalar and
+        Diagonal parameters, ``mode``, ``want_*`` flags), ``"flat"`` (an output array passed
+        flattened: ``flat`` loops) or ``"array"``."""
+        scalars = {"mode"} | {f"want_{o.name}" for o in self.outputs}
+        for a in self.args:
+            if isinstance(a, Scalar):
+                scalars.add(a.param)
+            elif isinstance(a, Diagonal):
+                scalars.update(a.params)
+        flat = ({o.elements for o in self.outputs} | {o.target for o in self.outputs}
+                if self.flat else set())
+        return tuple((p, "scalar" if p in scalars else "flat" if p in flat else "array")
+                     for p in self.gpu_params())
 
     def gpu_params(self) -> list[str]:
         """Parameters of the GPU kernel: inputs, scatter tables and flags, targets, element

@@ -232,15 +232,14 @@ class GPUBackend:
         """Launch the generated kernel of ``loop`` (:mod:`dycore.backend.gpu_loops`), one thread
         per element, with scatter rule ``mode``; ``args`` maps its parameter names to backend
         arrays/scalars (output arrays are passed flattened when the loop says so)."""
-        flat = ({o.elements for o in loop.outputs} | {o.target for o in loop.outputs}
-                if loop.flat else set())
-        vals = []
-        for p in loop.gpu_params():
-            a = mode if p == "mode" else args[p]
-            if isinstance(a, (bool, int, float, np.number, np.bool_)):
-                vals.append(a)
+        nb, vals = self.nb, []
+        for p, kind in loop.gpu_param_kinds:
+            if kind == "scalar":
+                vals.append(mode if p == "mode" else args[p])
+            elif kind == "flat":
+                vals.append(nb(args[p].reshape(-1)))
             else:
-                vals.append(self.nb(a.reshape(-1) if p in flat else a))
+                vals.append(nb(args[p]))
         nele = args[loop.count_source].shape[0]
         self.launch(self.kernels.loops[loop.name], grid(nele, self.block), *vals)
 
