@@ -47,3 +47,12 @@ def test_serial_reducer_modes_and_bad_mode():
     assert Reducer(None).norm(np.array([3.0, 4.0])) == 5.0
     with pytest.raises(ValueError, match="reduction mode must be one of"):
         Reducer(None, "fast")
+
+
+@pytest.mark.parametrize("mode", ("exact", "ordered", "allreduce"))
+def test_fused_dots_equal_the_single_dots(mode):
+    rng = np.random.default_rng(3)
+    x, y, z = (rng.standard_normal(1000) * 1e3 for _ in range(3))
+    red = Reducer(None, mode)
+    assert red.dots((x, y), (y, z), (x, x)) == [red.dot(x, y), red.dot(y, z), red.dot(x, x)]
+    assert red.calls == 4
