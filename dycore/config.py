@@ -372,7 +372,31 @@ _PATH_PLACEHOLDERS = ("case", "config")
 
 
 class OutputConfig(_Section):
-    """netCDF output (UGRID-1.0 snapshots + per-step diagnostics) and terminal progress."""
+    """netCDF output (UGRID-1.0 snapshots + per-step diagnostics) and terminal progress.
+
+    Intervals named ``*_interval`` are model seconds; ``diagnostics_every_steps`` counts steps
+    (its old name ``diagnostics_every`` is read with a deprecation notice and stays readable as
+    an attribute)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        """``diagnostics_every`` -> ``diagnostics_every_steps`` (notice; both given: error)."""
+        if isinstance(data, dict) and "diagnostics_every" in data:
+            data = dict(data)
+            old = data.pop("diagnostics_every")
+            if "diagnostics_every_steps" in data:
+                raise _key_errors(("output.diagnostics_every",
+                                   "give only its new name output.diagnostics_every_steps", old))
+            log.warning("notice: output.diagnostics_every is deprecated; write "
+                        "output.diagnostics_every_steps (the same number of steps)")
+            data["diagnostics_every_steps"] = old
+        return data
+
+    @property
+    def diagnostics_every(self) -> int:
+        """Deprecated alias of :attr:`diagnostics_every_steps` [steps]."""
+        return self.diagnostics_every_steps
 
     path: str = _field("output/{case}.nc", unit="-",
                        description="netCDF file; {case} = case name, {config} = config file stem; "
@@ -384,8 +408,10 @@ class OutputConfig(_Section):
                     "exported when the run ends, as `dycore export FILE --xdmf` does)")
     output_interval: float = _field(300.0, unit="s", description="model time between snapshots",
                                     gt=0)
-    diagnostics_every: int = _field(1, unit="steps",
-                                    description="write diagnostics every this many steps", ge=1)
+    diagnostics_every_steps: int = _field(
+        1, unit="steps", description="write the per-step diagnostics every this many steps "
+                                     "(the old name diagnostics_every is still read, with a "
+                                     "deprecation notice)", ge=1)
     progress: bool = _field(True, unit="-", description="show a progress bar on the terminal")
     checkpoint_interval: float = _field(
         0.0, unit="s",

@@ -1,8 +1,8 @@
 """The Simulation owns the loop: build once (mesh → sparsity → operators), step, diagnose, write.
 
 Output is a scheduled callback: a snapshot every ``output.output_interval`` seconds (and at t=0 and
-the final time), diagnostics every ``output.diagnostics_every`` steps, each flushed to disk as it
-is written so a killed run keeps every finished record.
+the final time), diagnostics every ``output.diagnostics_every_steps`` steps, each flushed to disk
+as it is written so a killed run keeps every finished record.
 """
 from __future__ import annotations
 
@@ -387,7 +387,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
             for k in range(k0 + 1, n_steps + 1):
                 diag = sim.step()
                 problem = watch.step_problem(diag)
-                if problem or k % oc.diagnostics_every == 0 or k == n_steps:
+                if problem or k % oc.diagnostics_every_steps == 0 or k == n_steps:
                     with sim.timers("output"):
                         writer.write_diagnostics(k, sim.state.t, diag)
                 if problem:

@@ -161,11 +161,11 @@ def test_dt_larger_than_t_end(tmp_path):
 
 def test_every_error_on_its_own_line(tmp_path):
     path = _write(tmp_path, "mesh: {nx: 0, ny: -2, dz_min: 0}\nphysics: {nu_h: -1}\n"
-                            "output: {diagnostics_every: 0}\n")
+                            "output: {diagnostics_every_steps: 0}\n")
     lines = _error_lines(path)
     keys = [line.split(": ")[1] for line in lines]
     assert keys == ["mesh.nx", "mesh.ny", "mesh.dz_min", "physics.nu_h",
-                    "output.diagnostics_every"]
+                    "output.diagnostics_every_steps"]
     assert all(line.startswith(f"{path}: ") and "(got " in line for line in lines)
 
 
@@ -428,3 +428,16 @@ def test_mesh_core_keys_go_together(tmp_path):
                                      "core_dx: 500.0}\n"))
     with pytest.raises(ConfigError, match=r"mesh\.split"):
         load_config(_write(tmp_path, "mesh: {split: delaunay}\n"))
+
+
+def test_diagnostics_every_is_a_deprecated_name(tmp_path, caplog):
+    """output.diagnostics_every [steps] was renamed diagnostics_every_steps (beside the [s]
+    intervals): the old key still works with a notice, both together are an error."""
+    old = _write(tmp_path, "output: {diagnostics_every: 3}\n")
+    with caplog.at_level("WARNING", logger="dycore"):
+        cfg = load_config(old)
+    assert cfg.output.diagnostics_every_steps == 3 and cfg.output.diagnostics_every == 3
+    assert "output.diagnostics_every is deprecated" in caplog.text
+    both = _write(tmp_path, "output: {diagnostics_every: 3, diagnostics_every_steps: 3}\n")
+    (line,) = _error_lines(both)
+    assert "output.diagnostics_every: give only its new name" in line
