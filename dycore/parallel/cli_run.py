@@ -7,6 +7,8 @@ path is plain ``dycore run``).
 """
 from __future__ import annotations
 
+import logging
+
 from dycore.errors import ConfigError, DycoreError
 
 __all__ = ["cmd_run_mpi"]
@@ -18,13 +20,16 @@ def cmd_run_mpi(args, config) -> int:
     """Run ``config`` over the launched ranks with ``args`` of ``dycore run``.
 
     Returns the exit status. A DycoreError (raised alike on every rank) propagates on rank 0
-    only, where the CLI prints it; the other ranks return the same status silently. Options the
-    MPI branch lacks (``--restart``) raise ConfigError.
+    only, where the CLI prints it; the other ranks return the same status silently, and their
+    ``dycore`` log (warnings, progress) is silenced. Options the MPI branch lacks
+    (``--restart``) raise ConfigError.
     """
     from dycore.parallel.mpi import world
     from dycore.parallel.run import run_distributed
 
     comm = world()
+    if comm.rank != 0:         # warnings and progress once: rank 0 logs for all
+        logging.getLogger("dycore").setLevel(logging.CRITICAL + 1)
     try:
         if getattr(args, "restart", None) is not None:
             raise ConfigError("--restart: not available in MPI runs yet (restart serially, or "

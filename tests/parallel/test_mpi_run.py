@@ -37,6 +37,7 @@ def files(tmp_path_factory):
         proc = launch(k, "-m", "dycore", "run", str(cfg), "--output", str(nc), timeout=300)
         assert proc.returncode == 0, f"mpiexec -n {k} failed:\n{proc.stdout}\n{proc.stderr}"
         assert proc.stdout.count(f"on {k} MPI ranks") == 1         # the summary, once
+        assert proc.stderr.count("halo exchanges per step") == 1   # the log, rank 0 only
         out[k] = nc
     serial = tmp / "serial.nc"
     proc = subprocess.run([sys.executable, "-m", "dycore", "run", str(cfg), "--output",
