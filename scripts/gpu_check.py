@@ -22,6 +22,10 @@ solver_ab : the device step and pressure solve with fused / separate finishes an
 pressure_profile : microseconds per piece of a pressure CG iteration and per no-op kernel.
 libm    : strict mode (fma=0) per operation (acos, cos, sqrt, mul+add) and for both eig3
           solvers, GPU against CPU: differing entries and ulp distance.
+restart : bitwise restart on the GPU (deterministic assembly + strict FP, device and host
+          solvers): --restart-steps N steps in one `dycore run`, against N/2 steps + a restart
+          from the output file + N/2, and against a restart from the checkpoint written at N/2;
+          every field of the last snapshot and every per-step diagnostic compared bit for bit.
 
 Everything printed is also written to $OUT (or ./gpu_out) as gpu_check.json and gpu_check.txt.
 """
@@ -484,6 +488,88 @@ def part_libm(results: dict) -> None:
     results["libm"] = row
 
 
+def _restart_config(cfg, mode: str, nsteps: int, path: Path):
+    """``cfg`` on the GPU in bitwise mode (deterministic assembly, strict FP, solver ``mode``),
+    ``nsteps`` steps, a snapshot and a checkpoint every ``nsteps // 2`` steps, output ``path``."""
+    from dycore.config import Config
+    data = with_backend(cfg, name="gpu", solver_mode=mode, assembly="deterministic",
+                        strict=True).model_dump()
+    every = (nsteps // 2) * data["time"]["dt"]
+    data["time"]["t_end"] = nsteps * data["time"]["dt"]
+    data["output"].update(path=str(path), output_interval=every, checkpoint_interval=every,
+                          formats=["netcdf"], progress=False)
+    return Config.model_validate(data)
+
+
+def _last_record(path: Path, after_step: int) -> dict:
+    """The last snapshot's fields and time, and every per-step variable after ``after_step``,
+    of an output file (numpy arrays, as stored)."""
+    import netCDF4
+    from dycore.io.netcdf import FIELDS
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        times = np.asarray(ds["time"][:])
+        last = int(np.flatnonzero(np.isfinite(times))[-1])
+        out = {"time": times[last:last + 1], "snapshot_step": np.asarray(ds["snapshot_step"][:])}
+        out.update({name: np.asarray(ds[name][last]) for name in FIELDS})
+        steps = np.asarray(ds["step"][:])
+        rows = steps > after_step
+        for name, var in ds.variables.items():
+            if var.dimensions[:1] == ("step",):
+                out[f"step:{name}"] = np.asarray(var[:])[rows]
+    return out
+
+
+def part_restart(cfg, nsteps: int, results: dict, folder: Path, modes=("device", "host")) -> None:
+    """GPU bitwise restart (docs/output.md, "Restart"): for each solver mode, ``nsteps`` steps in
+    one run; nsteps // 2 steps, then ``--restart`` from that output file (appending) to the end;
+    and a restart from the checkpoint written at nsteps // 2 into a new file. Reports, per mode,
+    whether the last snapshot (time, every field) and every per-step diagnostic after the restart
+    are bitwise equal to the uninterrupted run, and the largest |difference| of each field."""
+    import shutil
+    from dycore.io.restart import checkpoint_path
+    from dycore.timestepping.simulation import run_from_config
+    half = nsteps // 2
+    if half < 1:
+        raise SystemExit(f"--restart-steps: expected at least 2, got {nsteps}")
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for mode in modes:
+        one, split, again = (folder / f"restart_{mode}_{name}.nc"
+                             for name in ("one", "split", "checkpoint"))
+        t0 = time.perf_counter()
+        run_from_config(_restart_config(cfg, mode, nsteps, one), overwrite=True)
+        run_from_config(_restart_config(cfg, mode, nsteps, split), max_steps=half,
+                        overwrite=True)
+        saved = folder / f"restart_{mode}_saved.checkpoint.nc"
+        shutil.copy(checkpoint_path(split), saved)
+        run_from_config(_restart_config(cfg, mode, nsteps, split), restart=split)
+        run_from_config(_restart_config(cfg, mode, nsteps, again), restart=saved,
+                        overwrite=True)
+        want = _last_record(one, half)
+        row = {"steps": nsteps, "restart_at_step": half,
+               "seconds": round(time.perf_counter() - t0, 1)}
+        for label, path in (("output_file", split), ("checkpoint", again)):
+            got = _last_record(path, half)
+            differ = sorted(k for k in want if k != "snapshot_step" and not np.array_equal(
+                got[k], want[k], equal_nan=got[k].dtype.kind == "f"))
+            row[f"bitwise_from_{label}"] = not differ
+            row[f"differing_from_{label}"] = differ
+            row[f"max_abs_diff_from_{label}"] = {
+                k: float(np.max(np.abs(got[k] - want[k]))) for k in want
+                if not k.startswith("step:") and k != "snapshot_step"
+                and got[k].shape == want[k].shape}
+        row["bitwise"] = row["bitwise_from_output_file"] and row["bitwise_from_checkpoint"]
+        out[mode] = row
+        say(f"restart ({mode} solvers, deterministic + strict): {nsteps} steps in one run vs "
+            f"{half} + restart + {nsteps - half}: from the output file "
+            f"{'BITWISE EQUAL' if row['bitwise_from_output_file'] else 'DIFFERENT ' + str(row['differing_from_output_file'])}"
+            f", from the checkpoint "
+            f"{'BITWISE EQUAL' if row['bitwise_from_checkpoint'] else 'DIFFERENT ' + str(row['differing_from_checkpoint'])}"
+            f" ({row['seconds']} s)")
+    results["restart"] = out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="configs/mountainwave3d.yaml")
@@ -491,6 +577,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--compare-steps", type=int, default=20)
+    ap.add_argument("--restart-steps", type=int, default=20,
+                    help="steps of the restart part (restart at half of them)")
+    ap.add_argument("--restart-modes", default="device,host",
+                    help="solver modes of the restart part")
     ap.add_argument("--mesh", default=None, help="override nx,ny,nz e.g. 24,24,20")
     ap.add_argument("--pressure-rtol", type=float, default=None,
                     help="override solvers.pressure.rtol (reported with the results)")
@@ -522,7 +612,10 @@ def main() -> int:
                 "modes": lambda: part_modes(cfg, args.repeat, args.steps, results),
                 "device": lambda: part_device(cfg, args.steps, results),
                 "solver_ab": lambda: part_solver_ab(cfg, args.steps, results),
-                "pressure_profile": lambda: part_pressure_profile(cfg, args.steps, results)}
+                "pressure_profile": lambda: part_pressure_profile(cfg, args.steps, results),
+                "restart": lambda: part_restart(
+                    cfg, args.restart_steps, results, out / "restart",
+                    [m.strip() for m in args.restart_modes.split(",") if m.strip()])}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in run_part]
     if unknown:
