@@ -8,7 +8,7 @@ OUTPUT ?= output/mountainwave3d_small.nc
 .PHONY: install run run-paper test regression bench bench-smoke docs gpu-check clean verify
 
 install:
-	$(PYTHON) -m pip install -q -e ".[test]"
+	$(PYTHON) -m pip install -q -e ".[test,mpi]"
 
 run: install
 	$(PYTHON) -m dycore run $(CONFIG) --output $(OUTPUT) --overwrite
@@ -31,7 +31,7 @@ bench: install
 	$(PYTHON) -m dycore bench configs/mountainwave3d.yaml --json output/bench.json
 
 bench-smoke: install
-	$(PYTHON) -m dycore bench configs/mountainwave3d_small.yaml --mesh 4,4,3 --repeat 2 --backend cpu --json output/bench_smoke.json
+	$(PYTHON) -m dycore bench configs/mountainwave3d_small.yaml --mesh 4,4,3 --repeat 2 --paths cpu --json output/bench_smoke.json
 
 docs: install
 	$(PYTHON) -m dycore config --reference > docs/config-reference.md

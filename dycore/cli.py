@@ -1,4 +1,5 @@
-"""The ``dycore`` command line: ``dycore run | plot | export | config | validate | bench``.
+"""The ``dycore`` command line: ``dycore run | plot | export | config | validate | bench | verify
+| mesh``.
 
 Each subcommand is one ``_add_<name>(subparsers)`` function that defines its arguments and sets
 its handler; :data:`_COMMANDS` lists them, so a new subcommand (``validate``, ``bench``) is one
@@ -42,6 +43,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def _block_size(text: str) -> int:
     """Threads per block of the element kernels: a multiple of 32 from 32 to 256 (the assembly
     kernels use up to 168 registers per thread; 512 x 168 exceeds the 64K registers of a block
@@ -82,10 +93,12 @@ def _add_run(subparsers) -> None:
                              "(default: refuse)")
     parser.add_argument("--restart", type=_restart_arg, metavar="FILE[@TIME]",
                         help="continue the run from a snapshot of FILE (output of an earlier or "
-                             "killed run with the same configuration; only time.t_end and "
-                             "output.* may differ): the snapshot nearest TIME [s] within "
-                             "time.dt / 2, default the last complete one. Appends to FILE when "
-                             "the output path is FILE; --output NEW writes a new file instead")
+                             "killed run with the same configuration, or its checkpoint "
+                             "FILE-stem.checkpoint.nc; only time.t_end and output.* may differ): "
+                             "the snapshot nearest TIME [s] within time.dt / 2, default the last "
+                             "complete one (or the checkpoint when later, or when FILE cannot be "
+                             "read). Appends to FILE when the output path is FILE; --output NEW "
+                             "writes a new file instead")
     parser.set_defaults(handler=_cmd_run)
 
 
@@ -149,12 +162,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dycore.timestepping.simulation import run_from_config
 
     config = _load_with_t_end(args.config, _run_overrides(args), args.t_end)
+    from dycore.parallel.run import launched_ranks
+    if launched_ranks():              # under mpiexec: the decomposed run (docs/architecture.md)
+        from dycore.parallel.cli_run import cmd_run_mpi
+        return cmd_run_mpi(args, config)
     restart, restart_at = args.restart if args.restart is not None else (None, None)
     appending = False
     if restart is not None:
+        from dycore.io.restart import checkpoint_path
         from dycore.timestepping.simulation import _same_file
 
-        appending = _same_file(config.output_path, restart)
+        appending = (_same_file(config.output_path, restart)     # FILE or FILE's checkpoint
+                     or _same_file(checkpoint_path(config.output_path), restart))
         if not appending and args.output is None:
             raise ConfigError(
                 f"--restart {restart}: output.path of {args.config} is {config.output_path}, not "
@@ -201,20 +220,22 @@ def _add_plot(subparsers) -> None:
         description="Plot a node field (default w) of FILE on the vertical plane y = 0 and on "
                     "the horizontal plane z = Z-LEVEL: filled colours on a symmetric scale "
                     "chosen from the window shown, contour lines at a fixed interval, the "
-                    "terrain in grey. --diagnostics plots the per-step diagnostics instead.")
+                    "terrain on both (grey below the vertical plane; brown height contours on "
+                    "the horizontal one, grey where the ground rises above it). --diagnostics "
+                    "plots the per-step diagnostics instead.")
     parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="image to write (default: FILE's stem + '_FIELD.png' beside FILE)")
     parser.add_argument("--field", default="w", metavar="NAME",
                         help="node field: u, v, w, p, theta_prime, q_v, q_c, q_r (default: w)")
-    parser.add_argument("--time", type=float, metavar="SECONDS",
+    parser.add_argument("--time", type=_finite_float, metavar="SECONDS",
                         help="the snapshot nearest this model time (default: the last)")
-    parser.add_argument("--z-level", type=float, default=3000.0, metavar="M",
+    parser.add_argument("--z-level", type=_finite_float, default=3000.0, metavar="M",
                         help="height of the horizontal section [m] (default: 3000)")
     from dycore.io.plot import DEFAULT_XLIM, DEFAULT_YLIM, DEFAULT_ZLIM   # no matplotlib yet
 
     def window(name, lim, what):
-        parser.add_argument(f"--{name}lim", type=float, nargs=2, default=lim,
+        parser.add_argument(f"--{name}lim", type=_finite_float, nargs=2, default=lim,
                             metavar=(f"{name.upper()}0", f"{name.upper()}1"),
                             help=f"{what} [m] (default: {lim[0]:g} {lim[1]:g})")
     window("x", DEFAULT_XLIM, "x window")
@@ -235,6 +256,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         print(plot_diagnostics(args.file, args.png))
         return EXIT_OK
     whole = args.whole_domain
+    for name in "xyz":
+        low, high = getattr(args, f"{name}lim")
+        if not low < high:
+            raise ConfigError(f"--{name}lim: expected {name.upper()}0 < {name.upper()}1 [m] "
+                              f"(got {low:g} {high:g})")
     print(plot_w(args.file, args.png, field=args.field, at=args.time, z_level=args.z_level,
                  xlim=None if whole else args.xlim, ylim=None if whole else args.ylim,
                  zlim=None if whole else args.zlim))
@@ -266,6 +292,47 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     xdmf = export_xdmf(args.file, args.out, overwrite=args.overwrite)
     print(f"xdmf: {xdmf} (+ {xdmf.with_suffix('.h5').name})")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------- mesh
+def _add_mesh(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "mesh", help="write the mesh a configuration describes to a mesh file (gmsh, VTU, ...)",
+        description="Build the mesh of CONFIG (generated, or read from mesh.file) and write it "
+                    "with its boundary tags: gmsh .msh with the physical groups ground, top, "
+                    "west, east, south, north (what mesh.file reads back, docs/mesh.md), or any "
+                    "other format meshio writes (by the extension of --out, tags as the cell "
+                    "data face_tag), to inspect it in gmsh or ParaView or to start a mesh "
+                    "of your own from it.")
+    parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
+    parser.add_argument("--out", type=Path, metavar="PATH",
+                        help="file to write (default: CONFIG's stem + .msh in the working "
+                             "directory)")
+    parser.add_argument("--msh-version", choices=("2.2", "4.1"), default="2.2",
+                        help="gmsh format version of a .msh file (default 2.2)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing file (default: refuse)")
+    parser.set_defaults(handler=_cmd_mesh)
+
+
+def _cmd_mesh(args: argparse.Namespace) -> int:
+    from dycore import cases
+    from dycore.config import load_config
+    from dycore.errors import OutputError
+    from dycore.mesh import FaceTag, write_mesh
+
+    config = load_config(args.config)
+    out = args.out if args.out is not None else Path(f"{args.config.stem}.msh")
+    if out.exists() and not args.overwrite:
+        raise OutputError(f"{out}: file exists; pass --overwrite to replace it")
+    mesh = cases.build_config_mesh(config)
+    write_mesh(mesh, out, msh_version=args.msh_version)
+    counts = ", ".join(f"{tag.name.lower()} {int((mesh.face_tags == tag).sum()):,}"
+                       for tag in FaceTag)
+    print(f"mesh: {mesh.nnodes:,} nodes, {mesh.nele:,} tetrahedra, {mesh.nfaces:,} boundary "
+          f"faces ({counts})")
+    print(f"written: {out}")
     return EXIT_OK
 
 
@@ -360,8 +427,12 @@ def _add_bench(subparsers) -> None:
                     "a GPU is usable.")
     parser.add_argument("config", type=Path, nargs="?", metavar="CONFIG",
                         help="YAML configuration file (default: all defaults)")
-    parser.add_argument("--backend", choices=("cpu", "gpu", "both"), default="both",
-                        help="paths to time (default: both; the GPU only where usable)")
+    parser.add_argument("--paths", choices=("cpu", "gpu", "both"), default=None,
+                        help="code paths to time (default: both; the GPU only where usable)")
+    parser.add_argument("--backend", choices=("cpu", "gpu", "both"), default=None,
+                        dest="backend_deprecated",
+                        help="deprecated name of --paths (in `dycore run`, --backend sets "
+                             "backend.name)")
     parser.add_argument("--repeat", type=_positive_int, default=10, metavar="N",
                         help="timed repetitions per kernel after warm-up (default: 10)")
     parser.add_argument("--steps", type=_positive_int, default=3, metavar="K",
@@ -388,9 +459,24 @@ def _add_bench(subparsers) -> None:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from dycore.bench import parse_mesh, parse_sizes, run_bench
 
-    run_bench(args.config, backend=args.backend, repeat=args.repeat, steps=args.steps,
-              mesh=parse_mesh(args.mesh) if args.mesh else None,
-              sizes=parse_sizes(args.sizes) if args.sizes else None,
+    try:
+        mesh = parse_mesh(args.mesh) if args.mesh else None
+    except ConfigError as exc:
+        raise ConfigError(f"--mesh: {exc}") from None
+    try:
+        sizes = parse_sizes(args.sizes) if args.sizes else None
+    except ConfigError as exc:
+        raise ConfigError(f"--sizes: {exc}") from None
+    paths = args.paths
+    if args.backend_deprecated is not None:
+        print("dycore bench: --backend is deprecated here, use --paths (the code paths to "
+              "time; in `dycore run` --backend sets backend.name)", file=sys.stderr)
+        if paths is not None and paths != args.backend_deprecated:
+            raise ConfigError(f"--paths {paths} and --backend {args.backend_deprecated} "
+                              "disagree (give --paths only)")
+        paths = args.backend_deprecated
+    run_bench(args.config, backend=paths or "both", repeat=args.repeat, steps=args.steps,
+              mesh=mesh, sizes=sizes,
               parts=[p.strip() for p in args.parts.split(",") if p.strip()],
               block=args.block, cpu_max_elements=args.cpu_max_elements, json_path=args.json)
     if args.json is not None:
@@ -408,7 +494,7 @@ def _add_verify(subparsers) -> None:
                     "correlation, peak ratios, the antisymmetric part about y = 0 and |w| at "
                     "the summit node (docs/verify.md).")
     parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
-    parser.add_argument("--t-start", type=float, default=5000.0, metavar="S",
+    parser.add_argument("--t-start", type=_finite_float, default=5000.0, metavar="S",
                         help="average the snapshots with t >= S [s] (default: 5000)")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="also draw model and theory side by side into OUT")
@@ -421,11 +507,15 @@ def _add_verify(subparsers) -> None:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from dycore.diagnostics.verify import plot_verify, verify, write_json
+    from dycore.preflight import check_output_path
 
     if not 0.0 < args.half_width <= 20000.0:
         print(f"dycore verify: error: argument --half-width: expected a width in (0, 20000] m "
               f"(got {args.half_width:g})", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    for flag, out in (("--json", args.json), ("--png", args.png)):   # before the work
+        if out is not None:
+            check_output_path(out, overwrite=True, name=flag, example=f"verify.{flag[2:]}")
     result = verify(args.file, t_start=args.t_start, keep_fields=args.png is not None,
                     half_width=args.half_width)
     print(result.table(), end="")
@@ -439,7 +529,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------- main
 #: subcommands, in the order ``dycore --help`` lists them
 _COMMANDS = (_add_run, _add_plot, _add_export, _add_config, _add_validate, _add_bench,
-             _add_verify)
+             _add_verify, _add_mesh)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -73,20 +73,35 @@ class _Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info) -> Any:
+        """``true`` / ``false`` where a number is expected is an error (pydantic would read it
+        as 1 / 0)."""
+        if isinstance(value, bool) and _is_number_field(cls.model_fields[info.field_name]):
+            raise ValueError(f"expected a number, not {str(value).lower()}")
+        return value
+
+
+def _is_number_field(field) -> bool:
+    """Whether a model field takes int or float (optionally None) and no bool."""
+    args = typing.get_args(field.annotation) or (field.annotation,)
+    return bool(set(args) & {int, float}) and bool not in args
+
 
 # --------------------------------------------------------------------------------------- case
 class CaseConfig(_Section):
     """Test case: which case module, and overrides of its own Parameters model."""
 
     name: str = _field("mountainwave3d", unit="-",
-                       description="case module under cases/ (e.g. mountainwave3d)")
+                       description="case module under dycore/cases/ (e.g. mountainwave3d)")
     parameters: dict[str, Any] = _field(dict, unit="-",
                                         description="overrides of the case's own Parameters model "
                                                     "(keys and units: see the case's README)")
 
     @model_validator(mode="after")
     def _check_case(self) -> "CaseConfig":
-        from cases import load_case  # lazy: the case packages import physics code
+        from dycore.cases import load_case  # lazy: the case packages import physics code
 
         try:
             module = load_case(self.name)
@@ -106,6 +121,13 @@ class CaseConfig(_Section):
                       if isinstance(value, float) and not math.isfinite(value)}
         errors += [{"type": "finite_number", "loc": (key,), "msg": "expected a finite number",
                     "input": self.parameters[key]} for key in sorted(non_finite)]
+        booleans = {key for key, value in self.parameters.items()
+                    if isinstance(value, bool) and key in params_cls.model_fields
+                    and _is_number_field(params_cls.model_fields[key])}
+        errors += [{"type": "number", "loc": (key,),
+                    "msg": f"expected a number, not {str(self.parameters[key]).lower()}",
+                    "input": self.parameters[key]} for key in sorted(booleans)]
+        non_finite |= booleans
         try:
             params_cls(**{key: value for key, value in self.parameters.items()
                           if key in params_cls.model_fields and key not in non_finite})
@@ -119,15 +141,22 @@ class CaseConfig(_Section):
 
     def build_parameters(self) -> Any:
         """The case's ``Parameters`` instance with the overrides of this section applied."""
-        from cases import load_case
+        from dycore.cases import load_case
 
         return load_case(self.name).Parameters(**self.parameters)
 
 
 # --------------------------------------------------------------------------------------- mesh
 class MeshConfig(_Section):
-    """Terrain-following mesh: hexahedra split into 6 tetrahedra each, grading, numbering."""
+    """Mesh: terrain-following generator (6 tetrahedra per hexahedron) or a file; numbering."""
 
+    file: str | None = _field(
+        None, unit="-",
+        description="tetrahedral mesh file read instead of generating the mesh: gmsh .msh "
+                    "(2.2/4.1) or any meshio format, boundary triangles in physical groups "
+                    "ground, top, west, east, south, north (docs/mesh.md); relative to the "
+                    "working directory. With a file the generator keys (nx ... dz_core) must "
+                    "keep their defaults; renumber, shuffle and seed apply to the file's mesh")
     nx: int = _field(48, unit="cells", description="cells along x (streamwise)", ge=1)
     ny: int = _field(48, unit="cells", description="cells along y (spanwise)", ge=1)
     nz: int = _field(40, unit="cells", description="cells along z (vertical)", ge=1)
@@ -167,6 +196,15 @@ class MeshConfig(_Section):
 
     @model_validator(mode="after")
     def _check_core(self) -> "MeshConfig":
+        if self.file is not None:
+            if not self.file.strip():
+                raise _key_errors(("file", "expected a mesh file path or null", self.file))
+            changed = [key for key in MESH_GENERATOR_KEYS
+                       if getattr(self, key) != type(self).model_fields[key].default]
+            if changed:
+                raise _key_errors(*((key, "expected no value with mesh.file (the file gives "
+                                          "the mesh; leave the generator keys out)",
+                                     getattr(self, key)) for key in changed))
         for group in (("core_x", "core_y_half", "core_dx"), ("core_z_top", "dz_core")):
             given = [k for k in group if getattr(self, k) is not None]
             if given and len(given) < len(group):
@@ -176,6 +214,11 @@ class MeshConfig(_Section):
             raise _key_errors(("core_x", "expected [x_lo, x_hi] with x_lo < x_hi",
                                list(self.core_x)))
         return self
+
+
+#: MeshConfig keys of the generator, which mesh.file replaces
+MESH_GENERATOR_KEYS = ("nx", "ny", "nz", "dx_min", "dz_min", "split", "core_x", "core_y_half",
+                       "core_dx", "core_z_top", "dz_core")
 
 
 # ------------------------------------------------------------------------------------ physics
@@ -334,7 +377,31 @@ _PATH_PLACEHOLDERS = ("case", "config")
 
 
 class OutputConfig(_Section):
-    """netCDF output (UGRID-1.0 snapshots + per-step diagnostics) and terminal progress."""
+    """netCDF output (UGRID-1.0 snapshots + per-step diagnostics) and terminal progress.
+
+    Intervals named ``*_interval`` are model seconds; ``diagnostics_every_steps`` counts steps
+    (its old name ``diagnostics_every`` is read with a deprecation notice and stays readable as
+    an attribute)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        """``diagnostics_every`` -> ``diagnostics_every_steps`` (notice; both given: error)."""
+        if isinstance(data, dict) and "diagnostics_every" in data:
+            data = dict(data)
+            old = data.pop("diagnostics_every")
+            if "diagnostics_every_steps" in data:
+                raise _key_errors(("output.diagnostics_every",
+                                   "give only its new name output.diagnostics_every_steps", old))
+            log.warning("notice: output.diagnostics_every is deprecated; write "
+                        "output.diagnostics_every_steps (the same number of steps)")
+            data["diagnostics_every_steps"] = old
+        return data
+
+    @property
+    def diagnostics_every(self) -> int:
+        """Deprecated alias of :attr:`diagnostics_every_steps` [steps]."""
+        return self.diagnostics_every_steps
 
     path: str = _field("output/{case}.nc", unit="-",
                        description="netCDF file; {case} = case name, {config} = config file stem; "
@@ -346,9 +413,16 @@ class OutputConfig(_Section):
                     "exported when the run ends, as `dycore export FILE --xdmf` does)")
     output_interval: float = _field(300.0, unit="s", description="model time between snapshots",
                                     gt=0)
-    diagnostics_every: int = _field(1, unit="steps",
-                                    description="write diagnostics every this many steps", ge=1)
+    diagnostics_every_steps: int = _field(
+        1, unit="steps", description="write the per-step diagnostics every this many steps "
+                                     "(the old name diagnostics_every is still read, with a "
+                                     "deprecation notice)", ge=1)
     progress: bool = _field(True, unit="-", description="show a progress bar on the terminal")
+    checkpoint_interval: float = _field(
+        0.0, unit="s",
+        description="model time between checkpoints (0 = none): the state of that step replaces "
+                    "FILE's stem + .checkpoint.nc atomically, for `dycore run --restart`; a "
+                    "whole multiple of time.dt", ge=0)
 
     @field_validator("path")
     @classmethod
@@ -416,6 +490,8 @@ class Config(_Section):
         Checked here, against the case's parameters, so that the error names ``mesh.dx_min``
         and comes before anything is built (the mesh generator would name its own GridSpec).
         """
+        if self.mesh.file is not None:
+            return self                     # the generator keys are unused (MeshConfig checks)
         params = self.case.build_parameters()
         problems = []
         for n_key, length_key, d_key in (("nx", "lx", "dx_min"), ("ny", "ly", "dx_min"),
@@ -430,6 +506,26 @@ class Config(_Section):
         if problems:
             raise _key_errors(*problems)
         return self
+
+    @model_validator(mode="after")
+    def _check_checkpoint_interval(self) -> "Config":
+        """``output.checkpoint_interval`` is 0 or a whole multiple of ``time.dt`` (a checkpoint
+        holds the state at the end of a step; an interval between steps is refused, not
+        rounded)."""
+        interval, dt = self.output.checkpoint_interval, self.time.dt
+        if interval > 0:
+            ratio = interval / dt
+            if not (round(ratio) >= 1 and abs(ratio - round(ratio)) <= 1e-9 * ratio):
+                raise _key_errors(("output.checkpoint_interval",
+                                   f"expected 0 (off) or a whole multiple of time.dt = {dt:g} s",
+                                   interval))
+        return self
+
+    @property
+    def checkpoint_steps(self) -> int:
+        """Steps between checkpoints (``output.checkpoint_interval / time.dt``; 0 = none)."""
+        interval = self.output.checkpoint_interval
+        return int(round(interval / self.time.dt)) if interval > 0 else 0
 
     @property
     def source_path(self) -> Path | None:
@@ -683,7 +779,7 @@ def _section_rows(model: type[BaseModel], prefix: str, defaults: BaseModel | Non
 def _case_parameter_rows(case_name: str) -> list[str]:
     """Rows for the default case's own Parameters model (empty if the case cannot be loaded)."""
     try:
-        from cases import load_case
+        from dycore.cases import load_case
 
         params_cls = getattr(load_case(case_name), "Parameters", None)
     except (ImportError, ConfigError):

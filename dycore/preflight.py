@@ -21,7 +21,8 @@ import numpy as np
 
 from dycore.errors import ConfigError, OutputError
 
-__all__ = ["check_before_build", "check_output_path", "check_memory", "check_backend_settings",
+__all__ = ["check_before_build", "check_output_path", "check_checkpoint_path", "check_memory",
+           "check_backend_settings",
            "notice_backend_fallback", "estimate_run_memory", "available_memory",
            "inflow_speed", "courant_number", "StabilityWatch",
            "BYTES_PER_TETRAHEDRON", "BASE_BYTES"]
@@ -53,13 +54,16 @@ def _size(nbytes: float) -> str:
 
 
 # ---------------------------------------------------------------------------- output path
-def check_output_path(path: Path, *, overwrite: bool) -> None:
+def check_output_path(path: Path, *, overwrite: bool,
+                      name: str = "output.path (--output)", example: str = "run.nc") -> None:
     """Raise unless a run can create ``path`` without silently replacing a file.
 
     Parameters
     ----------
     path : the output file (``config.output_path``)
     overwrite : replace an existing file (``dycore run --overwrite``)
+    name : the key or flag that gave ``path``, for the messages; example : a file name to
+        suggest when ``path`` is a directory
 
     Raises
     ------
@@ -70,8 +74,8 @@ def check_output_path(path: Path, *, overwrite: bool) -> None:
     """
     path = Path(path)
     if path.is_dir():
-        raise OutputError(f"{path}: output.path (--output) is a directory; expected a file "
-                          f"name such as {path / 'run.nc'}")
+        raise OutputError(f"{path}: {name} is a directory; expected a file "
+                          f"name such as {path / example}")
     if path.exists() and not overwrite:
         raise OutputError(f"{path}: output file exists; pass --overwrite to replace it, or "
                           f"choose another --output / output.path")
@@ -79,13 +83,13 @@ def check_output_path(path: Path, *, overwrite: bool) -> None:
     while not folder.exists():       # the writer creates missing folders: check the first one
         folder = folder.parent       # that exists ('.' and '/' always do)
     if not folder.is_dir():
-        raise OutputError(f"{path}: output.path (--output) cannot be created: {folder} is a "
+        raise OutputError(f"{path}: {name} cannot be created: {folder} is a "
                           f"file, not a folder")
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise OutputError(f"{path}: output.path (--output) cannot be created: no file can be "
+        raise OutputError(f"{path}: {name} cannot be created: no file can be "
                           f"written in {folder} ({exc.strerror or exc})") from None
     if path.exists() and not os.access(path, os.W_OK):
         raise OutputError(f"{path}: output file exists and is not writable")
@@ -133,9 +137,12 @@ def check_memory(config, available: int | None = None) -> None:
     Raises
     ------
     ConfigError naming ``mesh.nx``, ``mesh.ny``, ``mesh.nz``, with the estimate and its basis.
+    No estimate with ``mesh.file`` (its size is known only once it is read).
     """
     available = available_memory() if available is None else available
     m = config.mesh
+    if getattr(m, "file", None) is not None:
+        return
     n_tets = 6 * m.nx * m.ny * m.nz
     need = estimate_run_memory(n_tets)
     if available is not None and need > available:
@@ -190,8 +197,32 @@ def notice_backend_fallback(config, backend) -> None:
         log.warning("notice: backend auto chose the CPU; %s ignored", ", ".join(ignored))
 
 
+def check_checkpoint_path(config, path: Path, *, overwrite: bool) -> None:
+    """Refuse a run that would silently replace the checkpoint of an earlier run.
+
+    Parameters
+    ----------
+    config : Config (``output.checkpoint_interval``)
+    path : the output file; its checkpoint is :func:`dycore.io.restart.checkpoint_path` of it
+    overwrite : replacing is allowed (``--overwrite``, or a restart continuing ``path``)
+
+    Raises
+    ------
+    OutputError
+        Checkpoints are on, the checkpoint file exists and ``overwrite`` is false.
+    """
+    from dycore.io.restart import checkpoint_path
+
+    checkpoint = checkpoint_path(path)
+    if config.checkpoint_steps and checkpoint.exists() and not overwrite:
+        raise OutputError(f"{checkpoint}: checkpoint file exists (of an earlier run writing "
+                          f"{path}); pass --overwrite to replace it, or --restart {checkpoint} "
+                          "to continue from it")
+
+
 def check_before_build(config, path: Path, *, overwrite: bool) -> None:
-    """Every check that needs no mesh: backend settings, memory estimate, output path.
+    """Every check that needs no mesh: backend settings, memory estimate, output path and its
+    checkpoint.
 
     Raises
     ------
@@ -200,6 +231,7 @@ def check_before_build(config, path: Path, *, overwrite: bool) -> None:
     check_backend_settings(config)
     check_memory(config)
     check_output_path(path, overwrite=overwrite)
+    check_checkpoint_path(config, path, overwrite=overwrite)
 
 
 # ------------------------------------------------------------------------------ stability
@@ -209,15 +241,26 @@ def inflow_speed(params) -> float:
     return max(abs(float(u0)), 1.0) if isinstance(u0, (int, float)) else 1.0
 
 
-def courant_number(u_ref: float, dt: float, coords: np.ndarray) -> float:
+def courant_number(u_ref: float, dt: float, coords: np.ndarray,
+                   tets: np.ndarray | None = None) -> float:
     """Advective Courant number ``u_ref * dt / dx`` with dx the smallest horizontal spacing.
 
     Parameters
     ----------
     u_ref : inflow speed [m/s]; dt : time step [s]
-    coords : (nnodes, 3) node coordinates [m] of a terrain-following mesh (x, y of a column are
-        shared by every level, so the distinct x and y values are the grid lines)
+    coords : (nnodes, 3) node coordinates [m]
+    tets : (nele, 4) connectivity, optional. Given: dx is the smallest x or y extent
+        (max - min over its 4 nodes) of any element, right for any mesh (a file's unstructured
+        one too); on the generated mesh, whose every tetrahedron spans its whole hexahedral
+        cell, it equals the smallest grid spacing. Not given: dx is the smallest gap between the
+        distinct x and y values, the grid lines of a terrain-following mesh (meaningless for
+        an unstructured mesh, whose distinct values may lie 1e-13 m apart).
     """
+    if tets is not None:
+        x = np.asarray(coords)[np.asarray(tets)][:, :, :2]            # (nele, 4, 2)
+        extent = np.ptp(x, axis=1).min(axis=1) if len(x) else np.empty(0)
+        extent = extent[extent > 0]
+        return u_ref * dt / float(extent.min()) if extent.size else 0.0
     gaps = np.concatenate([np.diff(np.unique(coords[:, axis])) for axis in (0, 1)])
     gaps = gaps[gaps > 0]
     return u_ref * dt / float(gaps.min()) if gaps.size else 0.0

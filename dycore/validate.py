@@ -40,10 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dycore.checks.common import compare_arrays, with_backend
 from dycore.physics.state import OUTPUT_FIELDS
 
 __all__ = ["validate", "ValidationResult", "compare_arrays", "field_hashes", "gpu_mode",
-           "default_tolerance"]
+           "gpu_mode_defaults", "default_tolerance"]
 
 log = logging.getLogger("dycore")
 
@@ -51,49 +52,6 @@ DEFAULT_RELATIVE_TOLERANCE = 1e-10
 
 
 # ---------------------------------------------------------------------------- comparisons
-def _ordered_bits(a: np.ndarray) -> np.ndarray:
-    """float64 -> int64 whose order is the order of the floats (−0.0 and +0.0 both map to 0)."""
-    i = np.ascontiguousarray(a, dtype=np.float64).view(np.int64)
-    return np.where(i < 0, np.int64(np.iinfo(np.int64).min) - i, i)
-
-
-def compare_arrays(cpu, gpu) -> dict:
-    """Entry-wise comparison of two float64 arrays of one shape.
-
-    Parameters
-    ----------
-    cpu, gpu : array_like, same shape, float64
-        Reference (CPU) and tested (GPU, already on the host) values.
-
-    Returns
-    -------
-    dict
-        ``entries`` (size), ``n_differ`` (entries with cpu != gpu, NaN vs non-NaN counted),
-        ``max_abs`` max |Δ|, ``max_rel`` max |Δ| / max |cpu| (max |Δ| when cpu is all zero),
-        ``max_ulp`` max distance in units in the last place (int), ``cpu_max`` max |cpu|.
-
-    Raises
-    ------
-    ValueError when the shapes differ.
-    """
-    a = np.asarray(cpu, dtype=np.float64).ravel()
-    b = np.asarray(gpu, dtype=np.float64).ravel()
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    nan_a, nan_b = np.isnan(a), np.isnan(b)
-    differ = (a != b) & ~(nan_a & nan_b)
-    with np.errstate(invalid="ignore"):
-        d = np.where(differ, np.abs(a - b), 0.0)
-    scale = float(np.nanmax(np.abs(a))) if a.size and not nan_a.all() else 0.0
-    max_abs = float(d.max()) if d.size else 0.0
-    oa, ob = _ordered_bits(a), _ordered_bits(b)
-    hi, lo = np.maximum(oa, ob).astype(np.uint64), np.minimum(oa, ob).astype(np.uint64)
-    ulp = (hi - lo)[differ]                             # modulo 2**64: exact for |Δ| < 2**64
-    return {"entries": int(a.size), "n_differ": int(np.count_nonzero(differ)),
-            "max_abs": max_abs, "max_rel": max_abs / scale if scale > 0 else max_abs,
-            "max_ulp": int(ulp.max()) if ulp.size else 0, "cpu_max": scale}
-
-
 def field_hashes(fields: dict) -> dict:
     """{name: SHA-256 hex digest of the float64 bytes of the field} (C order)."""
     return {k: hashlib.sha256(np.ascontiguousarray(v, dtype=np.float64).tobytes()).hexdigest()
@@ -108,7 +66,7 @@ def _exceeds(stats: dict, tolerance: float) -> bool:
 # ------------------------------------------------------------------------------- set-up
 def gpu_mode(config) -> tuple[str, bool]:
     """(assembly, strict) for the GPU side: the configuration's when set there, else
-    ("deterministic", True)."""
+    ("deterministic", True) -- see :func:`gpu_mode_defaults` for which were defaulted."""
     b = config.backend
     given = b.model_fields_set
     assembly = b.assembly if "assembly" in given else "deterministic"
@@ -116,16 +74,23 @@ def gpu_mode(config) -> tuple[str, bool]:
     return assembly, bool(strict)
 
 
+def gpu_mode_defaults(config, assembly=None, strict=None) -> list[str]:
+    """One line for each GPU-mode key that validate chooses itself (not in the configuration
+    and not given as an argument), so the report says so instead of defaulting silently."""
+    given = config.backend.model_fields_set
+    out = []
+    if assembly is None and "assembly" not in given:
+        out.append("backend.assembly not set: validating with deterministic assembly "
+                   "(--assembly or backend.assembly to choose)")
+    if strict is None and "strict" not in given:
+        out.append("backend.strict not set: validating in strict FP (bitwise) mode "
+                   "(--strict/--no-strict or backend.strict to choose)")
+    return out
+
+
 def default_tolerance(assembly: str, strict: bool) -> float:
     """0.0 (bitwise) for deterministic + strict, else :data:`DEFAULT_RELATIVE_TOLERANCE`."""
     return 0.0 if (assembly == "deterministic" and strict) else DEFAULT_RELATIVE_TOLERANCE
-
-
-def _with_backend(config, **backend):
-    from dycore.config import Config
-    data = config.model_dump()
-    data["backend"] = {**data["backend"], **backend}
-    return Config.model_validate(data)
 
 
 def _kernel_test_state(sim):
@@ -315,11 +280,14 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
     wall0 = time.perf_counter()
     out_dir = Path(output_dir)
     a_cfg, s_cfg = gpu_mode(config)
+    defaulted = gpu_mode_defaults(config, assembly, strict)
+    for line in defaulted:
+        log.info("validate: %s", line)
     assembly = a_cfg if assembly is None else assembly
     strict = s_cfg if strict is None else bool(strict)
     tol = default_tolerance(assembly, strict) if tolerance is None else float(tolerance)
-    cpu_cfg = _with_backend(config, name="cpu")
-    gpu_cfg = _with_backend(config, name="gpu", solver_mode="host", assembly=assembly,
+    cpu_cfg = with_backend(config, name="cpu")
+    gpu_cfg = with_backend(config, name="gpu", solver_mode="host", assembly=assembly,
                             strict=strict)
     n_steps = config.time.n_steps if steps is None else min(steps, config.time.n_steps)
     every = max(1, int(round(config.output.output_interval / config.time.dt)))
@@ -381,6 +349,7 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
         assembly=assembly, strict=strict, tolerance=tol, steps=n_steps, t=cpu.state.t,
         backend=gpu.backend.describe(), kernels=kernels, fields=records,
         final={f: s for f, s in final.items()}, gpu_hashes=hashes, repeat_hashes=repeat)
+    result.notes.extend(defaulted)
     if len(failures) > 1:
         result.notes.append(f"{len(failures)} checks failed:")
         result.notes.extend(failures)

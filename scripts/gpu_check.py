@@ -22,6 +22,10 @@ solver_ab : the device step and pressure solve with fused / separate finishes an
 pressure_profile : microseconds per piece of a pressure CG iteration and per no-op kernel.
 libm    : strict mode (fma=0) per operation (acos, cos, sqrt, mul+add) and for both eig3
           solvers, GPU against CPU: differing entries and ulp distance.
+restart : bitwise restart on the GPU (deterministic assembly + strict FP, device and host
+          solvers): --restart-steps N steps in one `dycore run`, against N/2 steps + a restart
+          from the output file + N/2, and against a restart from the checkpoint written at N/2;
+          every field of the last snapshot and every per-step diagnostic compared bit for bit.
 
 Everything printed is also written to $OUT (or ./gpu_out) as gpu_check.json and gpu_check.txt.
 """
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -43,9 +46,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dycore.backend._numpy_compat  # noqa: E402,F401  (before the first kernel compile)
+from dycore.checks.common import compare_arrays, random_fields, with_backend  # noqa: E402
 from dycore.bench.timing import copy_bandwidth, stats, time_cpu, time_gpu  # noqa: E402,F401
-from dycore.fem.eig3 import eig3_closed_form, eig3_jacobi  # noqa: E402
-from numba import cuda, float64, njit  # noqa: E402
+from numba import cuda  # noqa: E402
 
 LOG: list[str] = []
 LOG_FILE: Path | None = None   #: $OUT/gpu_check.txt, appended line by line (a time-out keeps it)
@@ -82,15 +85,6 @@ def machine_info() -> dict:
     return info
 
 
-def max_diff(a, b) -> dict:
-    a = np.asarray(a, float)
-    b = np.asarray(b, float)
-    d = np.abs(a - b)
-    scale = np.abs(a).max() or 1.0
-    return {"max_abs": float(d.max()), "max_rel_to_max": float(d.max() / scale),
-            "n_differ": int(np.count_nonzero(d))}
-
-
 def part_kernels(cfg, repeat: int, results: dict) -> None:
     import numba
     from numba import cuda
@@ -98,7 +92,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
     from dycore.backend.cpu import CPUBackend
     from dycore.backend.gpu import GPUBackend
     from dycore.diagnostics.timers import StageTimers
-    import cases
+    from dycore import cases
 
     mesh = cases.build_config_mesh(cfg)
     sp_ = build_sparsity(mesh.tets, mesh.nnodes)
@@ -109,23 +103,18 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
     ca = cpu.assembler(mesh, sp_, StageTimers())
     gb = {mode: GPUBackend(assembly=mode) for mode in ("atomic", "deterministic")}
     ga = {mode: b.assembler(mesh, sp_, StageTimers()) for mode, b in gb.items()}
-    rng = np.random.default_rng(0)
-    n = mesh.nnodes
-    host = dict(u_nl=10 + rng.standard_normal((n, 3)), u_old=10 + rng.standard_normal((n, 3)),
-                c=rng.standard_normal(n), src=rng.standard_normal(n),
-                sigma=rng.uniform(0, 0.005, n), cref=rng.standard_normal(n),
-                p=rng.standard_normal(n), b=rng.standard_normal(n))
+    host = random_fields(mesh.nnodes)
     dev = {k: gb["atomic"].to_device(v) for k, v in host.items()}
 
     def ops(asm, d):
         return {
-            "tracer matrix+rhs": lambda: asm.tracer("t", d["u_nl"], d["c"], d["src"], d["sigma"],
-                                                   d["cref"], (5.0, 5.0, 1.0), 5.0),
-            "tracer rhs only": lambda: asm.tracer("t", d["u_nl"], d["c"], d["src"], d["sigma"],
-                                                 d["cref"], (5.0, 5.0, 1.0), 5.0,
+            "tracer matrix+rhs": lambda: asm.tracer("t", d["u_nl"], d["c_old"], d["src"],
+                                                   d["sigma"], d["c_ref"], (5.0, 5.0, 1.0), 5.0),
+            "tracer rhs only": lambda: asm.tracer("t", d["u_nl"], d["c_old"], d["src"],
+                                                 d["sigma"], d["c_ref"], (5.0, 5.0, 1.0), 5.0,
                                                  want_matrix=False),
             "momentum (BCSR) matrix+rhs": lambda: asm.momentum(
-                d["u_nl"], d["u_old"], d["b"], d["p"], d["sigma"], (10.0, 0.0, 0.0),
+                d["u_nl"], d["u_old"], d["buoy"], d["p"], d["sigma"], (10.0, 0.0, 0.0),
                 (5.0, 5.0, 1.0), 1e-4, 5.0),
             "divergence C": lambda: asm.divergence(),
             "stabilisation K_p (get_edge_lengths)": lambda: asm.stabilisation(),
@@ -146,7 +135,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
             row[f"gpu_{mode}"] = time_gpu(f, repeat)
             got = [gb[mode].to_host(r) for r in f() if r is not None]
             cuda.synchronize()
-            row[f"diff_{mode}"] = [max_diff(r, g) for r, g in zip(ref, got)]
+            row[f"diff_{mode}"] = [compare_arrays(r, g) for r, g in zip(ref, got)]
         row["speedup_vs_1_core"] = row["cpu_1_core"]["median_ms"] / row["gpu_atomic"]["median_ms"]
         row["speedup_vs_all_cores"] = (row["cpu_all_cores"]["median_ms"]
                                        / row["gpu_atomic"]["median_ms"])
@@ -157,8 +146,8 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
             f"CPU 1c {row['cpu_1_core']['median_ms']:9.2f} ms  "
             f"{nthreads}c {row['cpu_all_cores']['median_ms']:8.2f} ms  "
             f"x{row['speedup_vs_1_core']:.0f} / x{row['speedup_vs_all_cores']:.1f}  "
-            f"maxdiff atomic {max(d['max_rel_to_max'] for d in row['diff_atomic']):.2e} "
-            f"det {max(d['max_rel_to_max'] for d in row['diff_deterministic']):.2e}")
+            f"maxdiff atomic {max(d['max_rel'] for d in row['diff_atomic']):.2e} "
+            f"det {max(d['max_rel'] for d in row['diff_deterministic']):.2e}")
     results["kernels"] = table
     results["cpu_threads"] = nthreads
     _kernel_resources_and_block_sweep(gb["atomic"], ops, dev, mesh, sp_, repeat, results)
@@ -190,13 +179,12 @@ def _kernel_resources_and_block_sweep(backend, ops, dev, mesh, sp_, repeat, resu
 def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     """The cost of the bitwise modes: every assembly kernel and the device-solver step in
     atomic / deterministic assembly, each with and without strict FP (fma=0, no LTO)."""
-    import cases
+    from dycore import cases
     from dycore.assembly.sparsity import build_sparsity
     from dycore.backend.gpu import GPUBackend
     from dycore.diagnostics.timers import StageTimers
     mesh = cases.build_config_mesh(cfg)
     sp_ = build_sparsity(mesh.tets, mesh.nnodes)
-    rng = np.random.default_rng(0)
     n = mesh.nnodes
     out = {}
     for assembly in ("atomic", "deterministic"):
@@ -204,19 +192,18 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
             label = f"{assembly}{' + strict' if strict else ''}"
             b = GPUBackend(assembly=assembly, strict=strict)
             asm = b.assembler(mesh, sp_, StageTimers())
-            d = {k: b.to_device(v) for k, v in dict(
-                u=10 + rng.standard_normal((n, 3)), c=rng.standard_normal(n),
-                s=rng.uniform(0, 0.005, n), p=rng.standard_normal(n)).items()}
+            d = {k: b.to_device(v) for k, v in random_fields(n).items()}
             calls = {
-                "tracer": lambda: asm.tracer("t", d["u"], d["c"], d["c"], d["s"], d["c"],
-                                             (5.0, 5.0, 1.0), 5.0),
-                "momentum": lambda: asm.momentum(d["u"], d["u"], d["c"], d["p"], d["s"],
-                                                 (10.0, 0.0, 0.0), (5.0, 5.0, 1.0), 1e-4, 5.0),
+                "tracer": lambda: asm.tracer("t", d["u_nl"], d["c_old"], d["src"], d["sigma"],
+                                             d["c_ref"], (5.0, 5.0, 1.0), 5.0),
+                "momentum": lambda: asm.momentum(d["u_nl"], d["u_old"], d["buoy"], d["p"],
+                                                 d["sigma"], (10.0, 0.0, 0.0), (5.0, 5.0, 1.0),
+                                                 1e-4, 5.0),
                 "divergence C": asm.divergence, "K_p": asm.stabilisation,
                 "lumped mass": asm.lumped_mass}
             row = {k: time_gpu(f, repeat) for k, f in calls.items()}
             mode = "host" if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else "device"
-            _, st = _run_steps(cfg, nsteps, {"name": "gpu", "solver_mode": mode,
+            st = _run_steps(cfg, nsteps, {"name": "gpu", "solver_mode": mode,
                                              "assembly": assembly, "strict": strict},
                                f"step, {mode} solvers, {label}")
             row["step"] = st["step"]
@@ -226,28 +213,18 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     results["modes"] = out
 
 
-def _run_steps(cfg, nsteps: int, backend_over: dict, label: str):
-    from dycore.config import Config
-    from dycore.timestepping.simulation import build_simulation
-    c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
-                                                               **backend_over}})
-    t0 = time.perf_counter()
-    sim = build_simulation(c)
-    build = time.perf_counter() - t0
-    sim.step()                                   # warm-up (JIT, AMG set-up); counted apart
-    sim.backend.synchronize()
-    sim.timers.reset()                           # the tables show the timed steps only
-    times = []
-    for _ in range(nsteps - 1):
-        t0 = time.perf_counter()
-        d = sim.step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    say(f"{label:34s} build {build:6.1f} s, step median {statistics.median(times):9.1f} ms "
-        f"[{min(times):.1f}-{max(times):.1f}] over {len(times)} steps after 1 warm-up; "
+def _run_steps(cfg, nsteps: int, backend_over: dict, label: str) -> dict:
+    """Build, warm up and time ``nsteps - 1`` steps of ``cfg`` with backend overrides
+    (:func:`dycore.bench.steps.run_variant`, the one build/warm-up/time helper)."""
+    from dycore.bench.steps import run_variant
+    r = run_variant(lambda over: with_backend(cfg, **over), label, backend_over, 0,
+                    max(1, nsteps - 1))
+    st, d = r["step"], r["last_diagnostics"]
+    say(f"{label:34s} build {r['build_s']:6.1f} s, step median {st['median_ms']:9.1f} ms "
+        f"[{st['min_ms']:.1f}-{st['max_ms']:.1f}] over {st['n']} steps after warm-up; "
         f"max|w| {d['max_abs_w']:.4f} iters {d['solver_iterations_pressure']}/"
         f"{d['solver_iterations_momentum']}/{d['solver_iterations_tracer']}")
-    return sim, {"build_s": build, "step": stats(times), "last_diag": d,
-                 "timers": sim.timers.as_dict(), "table": sim.timers.table(label)}
+    return r
 
 
 def part_steps(cfg, nsteps: int, results: dict) -> None:
@@ -260,12 +237,12 @@ def part_steps(cfg, nsteps: int, results: dict) -> None:
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         variants = variants[1:]                      # the simulator has no CuPy
     for label, over in variants:
-        _, out[label] = _run_steps(cfg, nsteps, over, label)
+        out[label] = _run_steps(cfg, nsteps, over, label)
     nthreads = numba.get_num_threads()
-    _, out[f"cpu {nthreads} cores"] = _run_steps(cfg, max(3, nsteps // 4), {"name": "cpu"},
+    out[f"cpu {nthreads} cores"] = _run_steps(cfg, max(3, nsteps // 4), {"name": "cpu"},
                                                  f"cpu {nthreads} cores")
     numba.set_num_threads(1)
-    _, out["cpu 1 core"] = _run_steps(cfg, 2, {"name": "cpu", "threads": 1}, "cpu 1 core")
+    out["cpu 1 core"] = _run_steps(cfg, 2, {"name": "cpu", "threads": 1}, "cpu 1 core")
     numba.set_num_threads(nthreads)
     for k, v in out.items():
         say(v["table"])
@@ -277,13 +254,11 @@ def part_device(cfg, nsteps: int, results: dict) -> None:
     Python, graph replays and the kernels they ran, host syncs, CuPy allocations, counted by the
     backend), iterations per solve, the stage table; then the fields after the same steps against
     the host-solver path (SciPy/PyAMG) from the same initial state, in this process."""
-    from dycore.config import Config
     from dycore.timestepping.simulation import build_simulation
     sims = {}
     for label, over in (("device", {"name": "gpu", "solver_mode": "device", "assembly": "atomic"}),
                         ("host", {"name": "gpu", "solver_mode": "host", "assembly": "atomic"})):
-        c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
-                                                                   **over}})
+        c = with_backend(cfg, **over)
         t0 = time.perf_counter()
         sims[label] = build_simulation(c)
         say(f"{label}: build {time.perf_counter() - t0:.1f} s")
@@ -319,9 +294,9 @@ def part_device(cfg, nsteps: int, results: dict) -> None:
     for _ in range(nsteps + 2):
         dh = host.step()
     fd, fh = sim.host_fields(), host.host_fields()
-    diffs = {f: max_diff(fh[f], fd[f]) for f in fd}
+    diffs = {f: compare_arrays(fh[f], fd[f]) for f in fd}
     say(f"device vs host solvers after {nsteps + 2} steps (max|diff|/max|host|): " +
-        "  ".join(f"{f} {v['max_rel_to_max']:.2e}" for f, v in diffs.items()))
+        "  ".join(f"{f} {v['max_rel']:.2e}" for f, v in diffs.items()))
     say(f"host iterations last step p/m/t {dh['solver_iterations_pressure']}/"
         f"{dh['solver_iterations_momentum']}/{dh['solver_iterations_tracer']}")
     results["device"]["vs_host"] = diffs
@@ -348,16 +323,13 @@ def part_solver_ab(cfg, nsteps: int, results: dict) -> None:
     groups (default) or one thread per row. Step: host clock around step() (which ends with a
     host read), median of ``nsteps`` after 2 warm-up steps; pressure: CUDA events around each
     solve's graph replay (per-solve-graph layout), mean over ``nsteps`` steps."""
-    from dycore.config import Config
     from dycore.solvers.krylov import DeviceLinalg
     from dycore.timestepping.simulation import build_simulation
     variants = (("fused finish, grouped rows", True, None),
                 ("separate finish, grouped rows", False, None),
                 ("fused finish, one thread per row", True, 1))
     out = {}
-    c = Config.model_validate({**cfg.model_dump(), "backend": {
-        **cfg.backend.model_dump(), "name": "gpu", "solver_mode": "device",
-        "assembly": "atomic"}})
+    c = with_backend(cfg, name="gpu", solver_mode="device", assembly="atomic")
     for label, fuse, group in variants:
         DeviceLinalg.FUSE, DeviceLinalg.DEFAULT_MAX_GROUP = fuse, group
         try:
@@ -394,12 +366,9 @@ def part_pressure_profile(cfg, nsteps: int, results: dict) -> None:
     level) captured 20 times in a CUDA graph and replayed; CUDA events on the backend's stream,
     median of 10 replays after 3, divided by 20. The same V-cycle graph with the solve marked
     finished gives the cost of a no-op kernel (what a replayed budget past convergence costs)."""
-    from dycore.config import Config
     from dycore.solvers import kernels as K
     from dycore.timestepping.simulation import build_simulation
-    c = Config.model_validate({**cfg.model_dump(), "backend": {
-        **cfg.backend.model_dump(), "name": "gpu", "solver_mode": "device",
-        "assembly": "atomic"}})
+    c = with_backend(cfg, name="gpu", solver_mode="device", assembly="atomic")
     sim = build_simulation(c)
     for _ in range(2):
         sim.step()
@@ -464,13 +433,11 @@ def part_compare(cfg, nsteps: int, results: dict) -> None:
     Both simulations live in this process (no CPU contention between two runs); the fields are
     compared every 5 steps and each comparison is printed at once, so a time-out keeps them.
     """
-    from dycore.config import Config
     from dycore.timestepping.simulation import build_simulation
     sims = {}
     for label, over in (("cpu", {"name": "cpu"}),
                         ("gpu", {"name": "gpu", "solver_mode": "host", "assembly": "atomic"})):
-        c = Config.model_validate({**cfg.model_dump(), "backend": {**cfg.backend.model_dump(),
-                                                                   **over}})
+        c = with_backend(cfg, **over)
         sims[label] = build_simulation(c)
     say(f"compare: pressure rtol {cfg.solvers.pressure.rtol:g} (same on both sides)")
     t0 = time.perf_counter()
@@ -480,66 +447,11 @@ def part_compare(cfg, nsteps: int, results: dict) -> None:
             s.step()
         if k % 5 == 0 or k == nsteps:
             fc, fg = sims["cpu"].host_fields(), sims["gpu"].host_fields()
-            diffs = {f: max_diff(fc[f], fg[f]) for f in fc}
+            diffs = {f: compare_arrays(fc[f], fg[f]) for f in fc}
             rows.append({"step": k, "t": sims["cpu"].state.t, "diffs": diffs})
             say(f"step {k:3d} t = {sims['cpu'].state.t:6.0f} s ({time.perf_counter() - t0:5.0f} s): "
                 + "  ".join(f"{f} {d['max_abs']:.2e}" for f, d in diffs.items()))
             results["compare"] = {"rows": rows}
-
-
-@njit(error_model="numpy")
-def _libm_point(v, out):
-    """The operations strict mode is checked on, for one input v in [-1, 1]; out (4,)."""
-    out[0] = math.acos(v)
-    out[1] = math.cos(3.0 * v)
-    out[2] = math.sqrt(v + 1.0)
-    out[3] = v * 1.25 + 0.5 * v                 # fused into one FMA unless fma=0
-
-
-@njit(error_model="numpy")
-def _cpu_libm(x, out):
-    for i in range(x.shape[0]):
-        _libm_point(x[i], out[i])
-
-
-@njit(error_model="numpy")
-def _eig3_point(m, method, ev, vec):
-    """One 3x3 symmetric matrix m (overwritten) -> eigenvalues ev (3,), vectors vec (3,3)."""
-    if method == 0:
-        eig3_jacobi(m, ev, vec)
-    else:
-        eig3_closed_form(m, ev, vec)
-
-
-@njit(error_model="numpy")
-def _cpu_eig3(a, method, evals, evecs):
-    for i in range(a.shape[0]):
-        _eig3_point(a[i].copy(), method, evals[i], evecs[i])
-
-
-def _libm_kernel(x, out):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        o = cuda.local.array(4, float64)
-        _libm_point(x[i], o)
-        for j in range(4):
-            out[i, j] = o[j]
-
-
-def _eig3_kernel(a, method, evals, evecs):
-    i = cuda.grid(1)
-    if i < a.shape[0]:
-        m = cuda.local.array((3, 3), float64)
-        ev = cuda.local.array(3, float64)
-        vec = cuda.local.array((3, 3), float64)
-        for r in range(3):
-            for c in range(3):
-                m[r, c] = a[i, r, c]
-        _eig3_point(m, method, ev, vec)
-        for r in range(3):
-            evals[i, r] = ev[r]
-            for c in range(3):
-                evecs[i, r, c] = vec[r, c]
 
 
 def part_libm(results: dict) -> None:
@@ -548,31 +460,114 @@ def part_libm(results: dict) -> None:
     +, *, / and sqrt are correctly rounded on both sides, so with FMA off they must agree bit
     for bit; acos and cos are not: CUDA's libdevice and the CPU's libm are different
     approximations (each within a few ulp), which no compiler option can reconcile."""
-    from dycore.backend.strict_fp import strict_compile
-    from dycore.validate import compare_arrays
+    from dycore.backend.gpu_kernels import kernel_compiler
+    from dycore.checks import strict_cpu_loops, strict_gpu_loops
     rng = np.random.default_rng(0)
     small = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"      # the simulator is slow
     n = 1 << (10 if small else 20)
     x = rng.uniform(-1.0, 1.0, n)
     out, ref = np.zeros((n, 4)), np.zeros((n, 4))
-    strict_compile(_libm_kernel)[(n + 255) // 256, 256](x, out)
-    _cpu_libm(x, ref)
+    strict = kernel_compiler(True)
+    strict(strict_gpu_loops.KERNELS["libm_point"])[(n + 255) // 256, 256](x, out)
+    strict_cpu_loops.DRIVERS["libm_point"](x, ref)
     row = {name: compare_arrays(ref[:, j], out[:, j])
            for j, name in enumerate(("acos", "cos", "sqrt", "v*1.25 + 0.5*v"))}
     m = rng.standard_normal((1 << (8 if small else 16), 3, 3))
     a = np.einsum("kij,klj->kil", m, m) + 0.1 * np.eye(3)      # SPD, like the metric tensor
-    kern = strict_compile(_eig3_kernel)
+    kern = strict(strict_gpu_loops.KERNELS["eig3_point"])
     for method, name in ((0, "eig3 jacobi"), (1, "eig3 closed form")):
         ev, vec = np.zeros((a.shape[0], 3)), np.zeros((a.shape[0], 3, 3))
         kern[(a.shape[0] + 127) // 128, 128](a, method, ev, vec)
         evr, vecr = np.zeros_like(ev), np.zeros_like(vec)
-        _cpu_eig3(a, method, evr, vecr)
+        strict_cpu_loops.DRIVERS["eig3_point"](a, method, evr, vecr)
         row[name + " eigenvalues"] = compare_arrays(evr, ev)
         row[name + " eigenvectors"] = compare_arrays(vecr, vec)
     for name, r in row.items():
         say(f"strict GPU vs CPU {name:31s}: {r['n_differ']:8d} of {r['entries']} differ, "
             f"max ulp {r['max_ulp']}, max rel {r['max_rel']:.2e}")
     results["libm"] = row
+
+
+def _restart_config(cfg, mode: str, nsteps: int, path: Path):
+    """``cfg`` on the GPU in bitwise mode (deterministic assembly, strict FP, solver ``mode``),
+    ``nsteps`` steps, a snapshot and a checkpoint every ``nsteps // 2`` steps, output ``path``."""
+    from dycore.config import Config
+    data = with_backend(cfg, name="gpu", solver_mode=mode, assembly="deterministic",
+                        strict=True).model_dump()
+    every = (nsteps // 2) * data["time"]["dt"]
+    data["time"]["t_end"] = nsteps * data["time"]["dt"]
+    data["output"].update(path=str(path), output_interval=every, checkpoint_interval=every,
+                          formats=["netcdf"], progress=False)
+    return Config.model_validate(data)
+
+
+def _last_record(path: Path, after_step: int) -> dict:
+    """The last snapshot's fields and time, and every per-step variable after ``after_step``,
+    of an output file (numpy arrays, as stored)."""
+    import netCDF4
+    from dycore.io.netcdf import FIELDS
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        times = np.asarray(ds["time"][:])
+        last = int(np.flatnonzero(np.isfinite(times))[-1])
+        out = {"time": times[last:last + 1], "snapshot_step": np.asarray(ds["snapshot_step"][:])}
+        out.update({name: np.asarray(ds[name][last]) for name in FIELDS})
+        steps = np.asarray(ds["step"][:])
+        rows = steps > after_step
+        for name, var in ds.variables.items():
+            if var.dimensions[:1] == ("step",):
+                out[f"step:{name}"] = np.asarray(var[:])[rows]
+    return out
+
+
+def part_restart(cfg, nsteps: int, results: dict, folder: Path, modes=("device", "host")) -> None:
+    """GPU bitwise restart (docs/output.md, "Restart"): for each solver mode, ``nsteps`` steps in
+    one run; nsteps // 2 steps, then ``--restart`` from that output file (appending) to the end;
+    and a restart from the checkpoint written at nsteps // 2 into a new file. Reports, per mode,
+    whether the last snapshot (time, every field) and every per-step diagnostic after the restart
+    are bitwise equal to the uninterrupted run, and the largest |difference| of each field."""
+    import shutil
+    from dycore.io.restart import checkpoint_path
+    from dycore.timestepping.simulation import run_from_config
+    half = nsteps // 2
+    if half < 1:
+        raise SystemExit(f"--restart-steps: expected at least 2, got {nsteps}")
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for mode in modes:
+        one, split, again = (folder / f"restart_{mode}_{name}.nc"
+                             for name in ("one", "split", "checkpoint"))
+        t0 = time.perf_counter()
+        run_from_config(_restart_config(cfg, mode, nsteps, one), overwrite=True)
+        run_from_config(_restart_config(cfg, mode, nsteps, split), max_steps=half,
+                        overwrite=True)
+        saved = folder / f"restart_{mode}_saved.checkpoint.nc"
+        shutil.copy(checkpoint_path(split), saved)
+        run_from_config(_restart_config(cfg, mode, nsteps, split), restart=split)
+        run_from_config(_restart_config(cfg, mode, nsteps, again), restart=saved,
+                        overwrite=True)
+        want = _last_record(one, half)
+        row = {"steps": nsteps, "restart_at_step": half,
+               "seconds": round(time.perf_counter() - t0, 1)}
+        for label, path in (("output_file", split), ("checkpoint", again)):
+            got = _last_record(path, half)
+            differ = sorted(k for k in want if k != "snapshot_step" and not np.array_equal(
+                got[k], want[k], equal_nan=got[k].dtype.kind == "f"))
+            row[f"bitwise_from_{label}"] = not differ
+            row[f"differing_from_{label}"] = differ
+            row[f"max_abs_diff_from_{label}"] = {
+                k: float(np.max(np.abs(got[k] - want[k]))) for k in want
+                if not k.startswith("step:") and k != "snapshot_step"
+                and got[k].shape == want[k].shape}
+        row["bitwise"] = row["bitwise_from_output_file"] and row["bitwise_from_checkpoint"]
+        out[mode] = row
+        say(f"restart ({mode} solvers, deterministic + strict): {nsteps} steps in one run vs "
+            f"{half} + restart + {nsteps - half}: from the output file "
+            f"{'BITWISE EQUAL' if row['bitwise_from_output_file'] else 'DIFFERENT ' + str(row['differing_from_output_file'])}"
+            f", from the checkpoint "
+            f"{'BITWISE EQUAL' if row['bitwise_from_checkpoint'] else 'DIFFERENT ' + str(row['differing_from_checkpoint'])}"
+            f" ({row['seconds']} s)")
+    results["restart"] = out
 
 
 def main() -> int:
@@ -582,6 +577,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--compare-steps", type=int, default=20)
+    ap.add_argument("--restart-steps", type=int, default=20,
+                    help="steps of the restart part (restart at half of them)")
+    ap.add_argument("--restart-modes", default="device,host",
+                    help="solver modes of the restart part")
     ap.add_argument("--mesh", default=None, help="override nx,ny,nz e.g. 24,24,20")
     ap.add_argument("--pressure-rtol", type=float, default=None,
                     help="override solvers.pressure.rtol (reported with the results)")
@@ -613,7 +612,10 @@ def main() -> int:
                 "modes": lambda: part_modes(cfg, args.repeat, args.steps, results),
                 "device": lambda: part_device(cfg, args.steps, results),
                 "solver_ab": lambda: part_solver_ab(cfg, args.steps, results),
-                "pressure_profile": lambda: part_pressure_profile(cfg, args.steps, results)}
+                "pressure_profile": lambda: part_pressure_profile(cfg, args.steps, results),
+                "restart": lambda: part_restart(
+                    cfg, args.restart_steps, results, out / "restart",
+                    [m.strip() for m in args.restart_modes.split(",") if m.strip()])}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in run_part]
     if unknown:
@@ -623,7 +625,7 @@ def main() -> int:
             run_part[part]()
     finally:
         for part in results.get("steps", {}).values():
-            part.pop("timers", None)                 # the text tables carry the same numbers
+            part.pop("stages", None)                 # the text tables carry the same numbers
         (out / "gpu_check.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
 

@@ -5,13 +5,14 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from dycore.assembly import cpu as launch
 from dycore.assembly import no_normal_flow as nnf_ops
+from dycore.assembly.assembler import Assembler
+from dycore.assembly.gather import gather_blocks
+from dycore.assembly.loop_spec import ELEMENTS
 from dycore.diagnostics.counters import Counters
 from dycore.diagnostics.timers import WallMarker
-from dycore.dtypes import REAL
 
-__all__ = ["CPUBackend", "CPUAssembler", "CPUVectorOps", "HostCSR"]
+__all__ = ["CPUBackend", "CPUVectorOps", "HostCSR"]
 
 
 class HostCSR(sp.csr_matrix):
@@ -128,90 +129,27 @@ class CPUBackend:
         """A sparse matrix of this backend over (data, indices, indptr)."""
         return HostCSR((data, indices, indptr), shape=shape)
 
+    # -- the assembler's protocol (dycore.assembly.assembler) ---------------------------------
+    def zeros(self, shape, dtype=np.float64):
+        """A zero-filled array of this backend."""
+        return np.zeros(shape, dtype)
+
+    def launch_loop(self, loop, mode, args) -> None:
+        """Run the generated CPU driver of ``loop`` (:mod:`dycore.assembly.cpu_loops`);
+        ``args`` maps its parameter names to arrays/scalars. Only ``ELEMENTS`` (no atomics)."""
+        from dycore.assembly.cpu_loops import DRIVERS
+        if mode != ELEMENTS:
+            raise ValueError(f"CPU loops write element arrays only (mode {mode} asked of "
+                             f"{loop.name!r})")
+        DRIVERS[loop.name](*(args[p] for p in loop.cpu_params()))
+
+    def gather(self, ptr, contrib, ele, out, bs) -> None:
+        """out[k, :] = Σ ele[contrib[q], :] in element order (:func:`gather_blocks`)."""
+        gather_blocks(ptr, contrib, ele.reshape(-1, bs), out.reshape(-1, bs))
+
+    def fill(self, a, value=0.0) -> None:
+        a[...] = value
+
     def assembler(self, mesh, sparsity, timers):
-        return CPUAssembler(mesh, sparsity, timers)
-
-
-class CPUAssembler:
-    """Element integration + deterministic gather into preallocated CSR/BCSR ``values``.
-
-    Every method returns arrays owned by the assembler (overwritten by the next call of the same
-    method). Stage names in ``timers``: ``integrate <op>`` and ``assemble <op>``.
-    """
-
-    def __init__(self, mesh, sparsity, timers):
-        self.tets = np.ascontiguousarray(mesh.tets)
-        self.coords = np.ascontiguousarray(mesh.coords, dtype=REAL)
-        self.sp = sparsity
-        self.timers = timers
-        nele, nnz, n = mesh.nele, sparsity.nnz, mesh.nnodes
-        self.detj = np.empty(nele)
-        self._ele44 = np.empty((nele, 4, 4))
-        self._ele4 = np.empty((nele, 4))
-        self._ele_m = np.empty((nele, 4, 4, 3, 3))
-        self._ele_v3 = np.empty((nele, 4, 3))
-        self.csr_values = {}
-        self._n, self._nnz = n, nnz
-
-    def _out(self, key, shape):
-        if key not in self.csr_values:
-            self.csr_values[key] = np.empty(shape)
-        return self.csr_values[key]
-
-    def _gather_matrix(self, ele, bs, key):
-        out = self._out(key, (self._nnz, bs))
-        launch.gather_blocks(self.sp.contrib_ptr, self.sp.contrib, ele.reshape(-1, bs), out)
-        return out
-
-    def _gather_vector(self, ele, bs, key):
-        out = self._out(key, (self._n, bs))
-        launch.gather_blocks(self.sp.node_contrib_ptr, self.sp.node_contrib, ele.reshape(-1, bs), out)
-        return out
-
-    def tracer(self, name, u_nl, c_old, src, sigma, c_ref, kdiag, dt_theta, want_matrix=True):
-        """Tracer matrix values (nnz,) and rhs (n,) (see :func:`tracer_element`)."""
-        with self.timers(f"integrate tracer {name}"):
-            launch.tracer_elements(self.tets, self.coords, u_nl, c_old, src, sigma, c_ref,
-                                   kdiag[0], kdiag[1], kdiag[2], dt_theta, self._ele44,
-                                   self._ele4, self.detj)
-        values = None
-        with self.timers(f"assemble tracer {name}"):
-            if want_matrix:
-                values = self._gather_matrix(self._ele44, 1, f"tracer_matrix_{name}")[:, 0]
-            rhs = self._gather_vector(self._ele4, 1, f"tracer_rhs_{name}")[:, 0]
-        return values, rhs
-
-    def momentum(self, u_nl, u_old, buoy, p, sigma, u_ref, nudiag, f_cor, dt_theta):
-        """Momentum BCSR values (nnz,3,3) and rhs (n,3) (see :func:`momentum_element`)."""
-        with self.timers("integrate momentum"):
-            launch.momentum_elements(self.tets, self.coords, u_nl, u_old, buoy, p, sigma,
-                                     u_ref[0], u_ref[1], u_ref[2], nudiag[0], nudiag[1],
-                                     nudiag[2], f_cor, dt_theta, self._ele_m, self._ele_v3,
-                                     self.detj)
-        with self.timers("assemble momentum"):
-            values = self._gather_matrix(self._ele_m, 9, "big_m").reshape(-1, 3, 3)
-            rhs = self._gather_vector(self._ele_v3, 3, "mom_rhs")
-        return values, rhs
-
-    def divergence(self):
-        """C volume-term values (nnz,3) and det J of every element (nele,)."""
-        ele = np.empty((self.tets.shape[0], 4, 4, 3))
-        with self.timers("integrate divergence C"):
-            launch.divergence_elements(self.tets, self.coords, ele, self.detj)
-        with self.timers("assemble divergence C"):
-            return self._gather_matrix(ele, 3, "C").copy(), self.detj.copy()
-
-    def stabilisation(self):
-        """K_p values (nnz,) and the per-element status (0 ok) of get_edge_lengths."""
-        status = np.empty(self.tets.shape[0], dtype=np.int64)
-        with self.timers("integrate stabilisation K_p"):
-            launch.stabilisation_elements(self.tets, self.coords, self._ele44, status)
-        with self.timers("assemble stabilisation K_p"):
-            return self._gather_matrix(self._ele44, 1, "K_p")[:, 0].copy(), status
-
-    def lumped_mass(self):
-        """Lumped mass ∫Nᵢ per node, (n,) [m³]."""
-        with self.timers("integrate lumped mass"):
-            launch.lumped_mass_elements(self.tets, self.coords, self._ele4, self.detj)
-        with self.timers("assemble lumped mass"):
-            return self._gather_vector(self._ele4, 1, "ML")[:, 0].copy()
+        """The :class:`Assembler` of ``mesh`` on this backend."""
+        return Assembler(self, mesh, sparsity, timers)

@@ -16,7 +16,8 @@ from numba import config as numba_config
 from numba import cuda
 
 from dycore.backend import _numpy_compat  # noqa: F401
-from dycore.backend.gpu_kernels import ATOMIC, ELEMENTS, SEARCH, get_kernels, grid
+from dycore.assembly.assembler import Assembler
+from dycore.backend.gpu_kernels import get_kernels, grid
 from dycore.backend.gpu_ops import DeviceCSR, GPUVectorOps
 from dycore.diagnostics.counters import Counters
 from dycore.diagnostics.timers import WallMarker
@@ -24,7 +25,7 @@ from dycore.errors import BackendUnavailableError
 
 log = logging.getLogger("dycore")
 
-__all__ = ["GPUBackend", "GPUAssembler", "EventMarker", "Graph"]
+__all__ = ["GPUBackend", "EventMarker", "Graph"]
 
 
 class Graph:
@@ -222,129 +223,33 @@ class GPUBackend:
         flat = a.reshape(-1)
         self.launch(self.kernels.fill, grid(flat.shape[0], 256), self.nb(flat), value)
 
+    # -- the assembler's protocol (dycore.assembly.assembler) ---------------------------------
+    def zeros(self, shape, dtype=np.float64):
+        """A zero-filled array of this backend (CuPy; NumPy under the simulator)."""
+        return self.xp.zeros(shape, dtype)
+
+    def launch_loop(self, loop, mode, args) -> None:
+        """Launch the generated kernel of ``loop`` (:mod:`dycore.backend.gpu_loops`), one thread
+        per element, with scatter rule ``mode``; ``args`` maps its parameter names to backend
+        arrays/scalars (output arrays are passed flattened when the loop says so)."""
+        nb, vals = self.nb, []
+        for p, kind in loop.gpu_param_kinds:
+            if kind == "scalar":
+                vals.append(mode if p == "mode" else args[p])
+            elif kind == "flat":
+                vals.append(nb(args[p].reshape(-1)))
+            else:
+                vals.append(nb(args[p]))
+        nele = args[loop.count_source].shape[0]
+        self.launch(self.kernels.loops[loop.name], grid(nele, self.block), *vals)
+
+    def gather(self, ptr, contrib, ele, out, bs) -> None:
+        """out[k*bs + b] = Σ ele[contrib[q]*bs + b] in element order (one thread per target)."""
+        flat = out.reshape(-1)
+        self.launch(self.kernels.gather_blocks, grid(flat.shape[0] // bs, 256), self.nb(ptr),
+                    self.nb(contrib), self.nb(ele.reshape(-1)), bs, self.nb(flat))
+
     # -- factories ----------------------------------------------------------------------------
     def assembler(self, mesh, sparsity, timers):
-        return GPUAssembler(self, mesh, sparsity, timers)
-
-    def device_systems(self, sparsity, ops, cfg, timers):
-        from dycore.solvers.device import DeviceSystems
-        return DeviceSystems(self, sparsity, ops, cfg, timers)
-
-
-class GPUAssembler:
-    """Same methods and return shapes as :class:`dycore.backend.cpu.CPUAssembler`, on the GPU."""
-
-    def __init__(self, backend, mesh, sparsity, timers):
-        b = self.b = backend
-        self.k = backend.kernels
-        self.timers = timers
-        self.nele, self.n, self.nnz = mesh.nele, mesh.nnodes, sparsity.nnz
-        dev = b.to_device
-        self.tets = dev(mesh.tets.astype(np.int32))
-        self.coords = dev(mesh.coords.astype(np.float64))
-        self.lookup = dev(sparsity.lookup.astype(np.int32))
-        self.indptr = dev(sparsity.indptr.astype(np.int32))
-        self.indices = dev(sparsity.indices.astype(np.int32))
-        self.cptr, self.contrib = dev(sparsity.contrib_ptr), dev(sparsity.contrib)
-        self.nptr, self.ncontrib = dev(sparsity.node_contrib_ptr), dev(sparsity.node_contrib)
-        self.detj = b.xp.empty(self.nele)
-        self._buf = {}
-        self._grid = grid(self.nele, b.block)
-        self.deterministic = backend.assembly == "deterministic"
-
-    def _buffer(self, key, size):
-        if key not in self._buf:
-            self._buf[key] = self.b.xp.empty(size)
-        return self._buf[key]
-
-    def _gather(self, ptr, contrib, ele, bs, out):
-        b = self.b
-        ntarget = out.shape[0] // bs
-        b.launch(self.k.gather_blocks, grid(ntarget, 256), b.nb(ptr), b.nb(contrib), b.nb(ele),
-                 bs, b.nb(out))
-
-    def tracer(self, name, u_nl, c_old, src, sigma, c_ref, kdiag, dt_theta, want_matrix=True,
-               search=False):
-        """Tracer matrix values (nnz,) and rhs (n,); ``search=True`` (atomic mode only) finds
-        each nonzero by binary search in the CSR row instead of the lookup table (the reference
-        paper's method; for benchmarks)."""
-        b, nb = self.b, self.b.nb
-        values = self._buffer(f"tracer_matrix_{name}", self.nnz)
-        rhs = self._buffer(f"tracer_rhs_{name}", self.n)
-        em, er = self._buffer("ele16", 16 * self.nele), self._buffer("ele4", 4 * self.nele)
-        args = (nb(self.tets), nb(self.coords), nb(u_nl), nb(c_old), nb(src), nb(sigma),
-                nb(c_ref), kdiag[0], kdiag[1], kdiag[2], dt_theta, nb(self.lookup),
-                nb(self.indptr), nb(self.indices))
-        if self.deterministic:
-            with self.timers(f"integrate tracer {name}"):
-                b.launch(self.k.tracer, self._grid, *args, ELEMENTS, want_matrix, nb(values),
-                         nb(rhs), nb(em), nb(er), nb(self.detj))
-            with self.timers(f"assemble tracer {name}"):
-                if want_matrix:
-                    self._gather(self.cptr, self.contrib, em, 1, values)
-                self._gather(self.nptr, self.ncontrib, er, 1, rhs)
-        else:
-            with self.timers(f"integrate+assemble tracer {name} (atomic)"):
-                if want_matrix:
-                    b.fill(values)
-                b.fill(rhs)
-                b.launch(self.k.tracer, self._grid, *args, SEARCH if search else ATOMIC,
-                         want_matrix, nb(values), nb(rhs), nb(em), nb(er), nb(self.detj))
-        return (values if want_matrix else None), rhs
-
-    def momentum(self, u_nl, u_old, buoy, p, sigma, u_ref, nudiag, f_cor, dt_theta):
-        b, nb = self.b, self.b.nb
-        values = self._buffer("big_m", 9 * self.nnz)
-        rhs = self._buffer("mom_rhs", 3 * self.n)
-        em, er = self._buffer("ele144", 144 * self.nele), self._buffer("ele12", 12 * self.nele)
-        args = (nb(self.tets), nb(self.coords), nb(u_nl), nb(u_old), nb(buoy), nb(p), nb(sigma),
-                u_ref[0], u_ref[1], u_ref[2], nudiag[0], nudiag[1], nudiag[2], f_cor, dt_theta,
-                nb(self.lookup))
-        if self.deterministic:
-            with self.timers("integrate momentum"):
-                b.launch(self.k.momentum, self._grid, *args, ELEMENTS, nb(values), nb(rhs),
-                         nb(em), nb(er), nb(self.detj))
-            with self.timers("assemble momentum"):
-                self._gather(self.cptr, self.contrib, em, 9, values)
-                self._gather(self.nptr, self.ncontrib, er, 3, rhs)
-        else:
-            with self.timers("integrate+assemble momentum (atomic)"):
-                b.fill(values)
-                b.fill(rhs)
-                b.launch(self.k.momentum, self._grid, *args, ATOMIC, nb(values), nb(rhs), nb(em),
-                         nb(er), nb(self.detj))
-        return values.reshape(self.nnz, 3, 3), rhs.reshape(self.n, 3)
-
-    def divergence(self):
-        nb, xp = self.b.nb, self.b.xp
-        em = xp.empty(48 * self.nele)
-        out = xp.empty(3 * self.nnz)
-        with self.timers("integrate divergence C"):
-            self.b.launch(self.k.divergence, self._grid, nb(self.tets), nb(self.coords), nb(em),
-                          nb(self.detj))
-        with self.timers("assemble divergence C"):
-            self._gather(self.cptr, self.contrib, em, 3, out)
-        return out.reshape(self.nnz, 3), self.detj.copy()
-
-    def stabilisation(self):
-        nb, xp = self.b.nb, self.b.xp
-        em = self._buffer("ele16", 16 * self.nele)
-        out = xp.empty(self.nnz)
-        status = xp.empty(self.nele, dtype=np.int64)
-        with self.timers("integrate stabilisation K_p"):
-            self.b.launch(self.k.stabilisation, self._grid, nb(self.tets), nb(self.coords),
-                          nb(em), nb(status))
-        with self.timers("assemble stabilisation K_p"):
-            self._gather(self.cptr, self.contrib, em, 1, out)
-        return out, status
-
-    def lumped_mass(self):
-        nb, xp = self.b.nb, self.b.xp
-        er = self._buffer("ele4", 4 * self.nele)
-        out = xp.empty(self.n)
-        with self.timers("integrate lumped mass"):
-            self.b.launch(self.k.lumped_mass, self._grid, nb(self.tets), nb(self.coords), nb(er),
-                          nb(self.detj))
-        with self.timers("assemble lumped mass"):
-            self._gather(self.nptr, self.ncontrib, er, 1, out)
-        return out
+        """The :class:`Assembler` of ``mesh`` on this backend."""
+        return Assembler(self, mesh, sparsity, timers)

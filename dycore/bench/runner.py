@@ -13,7 +13,7 @@ steps     one Simulation per available variant: warm-up step, then K timed steps
 scaling   the step at several mesh sizes: time per element, device memory per element (GPU)
 
 GPU columns appear only where a GPU is usable; under numba-cuda's simulator they appear only with
-``--backend gpu`` (a code-path check: simulator timings mean nothing).
+``--paths gpu`` (a code-path check: simulator timings mean nothing).
 """
 from __future__ import annotations
 
@@ -100,14 +100,14 @@ class _Bench:
         if choice in ("gpu", "both"):
             ok, why = gpu_usable()
             if ok and sim and choice == "both":
-                ok, why = False, "CUDA simulator (give --backend gpu to run the GPU code path)"
+                ok, why = False, "CUDA simulator (give --paths gpu to run the GPU code path)"
             if ok and not sim:
                 try:
                     import cupy  # noqa: F401
                 except ImportError as exc:
                     ok, why = False, f"CuPy missing ({exc})"
             if not ok and choice == "gpu":
-                raise BackendUnavailableError(f"bench --backend gpu: no usable GPU ({why})")
+                raise BackendUnavailableError(f"bench --paths gpu: no usable GPU ({why})")
             gpu = ok
         return cpu, gpu, sim, gpu and not sim, why
 
@@ -156,7 +156,7 @@ class _Bench:
 
     # -- parts ---------------------------------------------------------------------------
     def build_mesh(self):
-        import cases
+        from dycore import cases
 
         from dycore.assembly.sparsity import build_sparsity
 
@@ -255,7 +255,7 @@ class _Bench:
             headers, rows))
 
     def assembly(self, mesh, sp):
-        from dycore.backend.cpu import CPUAssembler
+        from dycore.backend.cpu import CPUBackend
         from dycore.bench.assembly import lookup_by_search, tracer_inputs
         from dycore.diagnostics.timers import StageTimers
 
@@ -264,7 +264,7 @@ class _Bench:
         h = tracer_inputs(mesh.nnodes)
         out, ref = {}, None
         if self.cpu:
-            ca = CPUAssembler(mesh, sp, StageTimers())
+            ca = CPUBackend().assembler(mesh, sp, StageTimers())
             call = _tracer_call(ca, h)
             ref = [np.array(a, copy=True) for a in call(True)]
             nth = _threads()
@@ -420,9 +420,9 @@ def _host(a):
 
 
 def _rel(ref, got) -> float:
-    ref, got = np.asarray(ref, float).ravel(), np.asarray(got, float).ravel()
-    scale = np.abs(ref).max() or 1.0
-    return float(np.abs(ref - got).max() / scale)
+    """max |got − ref| / max |ref| (:func:`dycore.checks.common.compare_arrays`)."""
+    from dycore.checks.common import compare_arrays
+    return compare_arrays(ref, got)["max_rel"]
 
 
 def _tracer_call(asm, d, **kw):

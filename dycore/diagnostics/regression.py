@@ -1,7 +1,9 @@
-"""Regression check of the small mountain-wave case against a stored reference (JSON).
+"""Regression comparison: scalar summaries of a run against a stored reference (JSON).
 
-A fixed number of CPU steps of ``configs/mountainwave3d_small.yaml`` is summarised by scalar
-quantities, each stored with its own tolerance in ``tests/regression/reference.json``:
+A fixed number of CPU steps of a case (the run itself is :func:`dycore.checks.run_case`; this
+module only summarises and compares, so it imports nothing above the diagnostics layer) is
+summarised by scalar quantities, each stored with its own tolerance in a reference file whose
+path the caller gives (the test suite's is ``tests/regression/reference.json``):
 
 - per field (u, v, w, p, theta_prime, q_v, q_c, q_r): ``l2`` = sqrt(Σ M_L,i f_i²) (lumped-mass
   weighted, [field unit · m^1.5]), ``min`` and ``max``; relative tolerance
@@ -24,15 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dycore.errors import ConfigError
 from dycore.physics.state import OUTPUT_FIELDS
 
-__all__ = ["REFERENCE_CONFIG", "REFERENCE_STEPS", "REFERENCE_PATH", "field_quantities",
-           "run_case", "make_reference", "compare", "load_reference", "write_reference",
-           "RegressionReport"]
+__all__ = ["REFERENCE_STEPS", "ITERATION_KEYS", "field_quantities", "make_reference",
+           "compare", "load_reference", "write_reference", "RegressionReport"]
 
-ROOT = Path(__file__).resolve().parents[2]
-REFERENCE_CONFIG = ROOT / "configs" / "mountainwave3d_small.yaml"
-REFERENCE_PATH = ROOT / "tests" / "regression" / "reference.json"
 REFERENCE_STEPS = 10
 FIELD_RTOL = 1e-9
 DIV_RTOL = 1e-7
@@ -56,36 +55,6 @@ def field_quantities(fields: dict, ml: np.ndarray) -> dict:
         out[f"{f}.min"] = float(a.min())
         out[f"{f}.max"] = float(a.max())
     return out
-
-
-def run_case(config_path=REFERENCE_CONFIG, steps: int = REFERENCE_STEPS):
-    """Run ``steps`` CPU steps of ``config_path``; return (quantities, fields, ml).
-
-    Returns
-    -------
-    quantities : dict name -> float or int (:func:`field_quantities` plus ``diag.<name>``)
-    fields : dict name -> (n,) host array after the last step
-    ml : (n,) lumped mass [m³]
-    """
-    from dycore.config import load_config
-    from dycore.timestepping.simulation import build_simulation
-
-    cfg = load_config(config_path, {"backend": {"name": "cpu"}, "output": {"progress": False}})
-    sim = build_simulation(cfg)
-    totals = dict.fromkeys(ITERATION_KEYS, 0)
-    diag = {}
-    for _ in range(steps):
-        diag = sim.step()
-        for k in ITERATION_KEYS:
-            totals[k] += int(diag.get(k, 0))
-    fields = sim.host_fields()
-    ml = np.asarray(sim.backend.to_host(sim.ops.ml), dtype=np.float64)
-    q = field_quantities(fields, ml)
-    for k in ("max_abs_w", "kinetic_energy", "max_abs_div_u"):
-        q[f"diag.{k}"] = float(diag[k])
-    for k, v in totals.items():
-        q[f"diag.{k}"] = int(v)
-    return q, fields, ml
 
 
 def make_reference(quantities: dict, *, config: str, steps: int, note: str = "") -> dict:
@@ -160,12 +129,27 @@ def compare(measured: dict, reference: dict) -> RegressionReport:
     return rep
 
 
-def load_reference(path=REFERENCE_PATH) -> dict:
-    """Read the reference JSON (raises FileNotFoundError / json.JSONDecodeError)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+def load_reference(path) -> dict:
+    """Read the reference JSON at ``path``.
+
+    Raises
+    ------
+    ConfigError naming the file when it is missing, not JSON, or has no ``quantities``.
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"regression reference {path}: no such file "
+                          "(write one with scripts/update_reference)") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"regression reference {path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("quantities"), dict):
+        raise ConfigError(f"regression reference {path}: no 'quantities' table")
+    return doc
 
 
-def write_reference(doc: dict, path=REFERENCE_PATH) -> Path:
+def write_reference(doc: dict, path) -> Path:
     """Write the reference JSON (floats with full precision, via ``repr``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

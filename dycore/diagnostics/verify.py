@@ -109,7 +109,7 @@ def _case_parameters(ds) -> dict:
     """U, N, h0, a of the run (from the file's ``config`` attribute; case defaults otherwise)."""
     import yaml
 
-    from cases import load_case
+    from dycore.cases import load_case
 
     name, overrides = "mountainwave3d", {}
     text = getattr(ds, "config", None)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import dataclass
 import re
 import sys
 from pathlib import Path
@@ -38,8 +37,8 @@ import numpy as np
 from dycore.dtypes import INDEX, NLOC, REAL
 from dycore.errors import OutputError
 
-__all__ = ["SnapshotWriter", "read_last_snapshot", "read_restart", "RestartPoint", "FIELDS", "DIAGNOSTICS", "TIME_UNITS",
-           "CALENDAR", "COMPRESSION_LEVEL", "NOT_RECORDED", "portable_text"]
+__all__ = ["SnapshotWriter", "read_last_snapshot", "open_output", "FIELDS", "DIAGNOSTICS",
+           "TIME_UNITS", "CALENDAR", "COMPRESSION_LEVEL", "NOT_RECORDED", "portable_text"]
 
 #: node fields of a snapshot: name -> (long_name, units)
 FIELDS: dict[str, tuple[str, str]] = {
@@ -659,112 +658,6 @@ class SnapshotWriter:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
-
-
-@dataclass
-class RestartPoint:
-    """One complete snapshot of an output file to continue a run from (:func:`read_restart`).
-
-    Attributes
-    ----------
-    path : Path; index : int (time record); t : float (model time [s], as stored)
-    step : int (time-step number: ``snapshot_step``, else round(t / dt) for files without it)
-    fields : dict of str to ndarray (nnodes,) float64 (every name of :data:`FIELDS`)
-    coords : ndarray (nnodes, 3); cell_nodes : ndarray (nele, 4) 0-based
-    config_yaml : str (the file's ``config`` attribute)
-    later : int (time records after ``index`` that hold a time: discarded when appending)
-    """
-
-    path: Path
-    index: int
-    t: float
-    step: int
-    fields: dict
-    coords: np.ndarray
-    cell_nodes: np.ndarray
-    config_yaml: str
-    later: int
-
-
-def _times_text(times: np.ndarray, limit: int = 8) -> str:
-    shown = [f"{t:g}" for t in times[:limit // 2]]
-    if len(times) > limit:
-        shown.append("...")
-        shown += [f"{t:g}" for t in times[-(limit // 2):]]
-    else:
-        shown = [f"{t:g}" for t in times]
-    return ", ".join(shown) + " s"
-
-
-def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> RestartPoint:
-    """The snapshot of ``path`` to restart from: the last complete one, or the one at ``at``.
-
-    A snapshot is complete when its time is finite and every field of :data:`FIELDS` is finite
-    (a run killed while writing a record leaves NaN, the variables' fill value). ``at`` selects
-    the snapshot whose stored time is nearest to it, within ``dt / 2``.
-
-    Raises
-    ------
-    OutputError
-        The file cannot be read, is not a dycore output file, or holds no complete snapshot
-        (or the one at ``at`` is incomplete).
-    ConfigError
-        No snapshot lies within ``dt / 2`` of ``at`` (names the file's snapshot times).
-    """
-    from dycore.errors import ConfigError
-
-    path = Path(path)
-    ds = open_output(path, ("x", "y", "z", "cell_nodes", "time", *FIELDS), ("config",),
-                     "; cannot restart from it", what="restart file")
-    try:
-        times = np.asarray(ds.variables["time"][:], dtype=REAL)
-        valid = np.flatnonzero(np.isfinite(times))
-
-        def complete(i: int) -> dict | None:
-            values = {n: np.asarray(ds.variables[n][i, :], dtype=REAL) for n in FIELDS}
-            return values if all(np.isfinite(v).all() for v in values.values()) else None
-
-        index, fields = None, None
-        if at is None:
-            for i in valid[::-1]:
-                fields = complete(int(i))
-                if fields is not None:
-                    index = int(i)
-                    break
-            if index is None:
-                raise OutputError(f"{path}: holds no complete snapshot to restart from")
-        else:
-            if valid.size:
-                i = int(valid[np.argmin(np.abs(times[valid] - at))])
-            if not valid.size or not abs(times[i] - at) <= dt / 2:
-                raise ConfigError(
-                    f"--restart {path}@{at:g}: no snapshot within time.dt / 2 = {dt / 2:g} s of "
-                    f"t = {at:g} s; the file's snapshots: "
-                    f"{_times_text(times[valid]) if valid.size else 'none'}")
-            fields = complete(i)
-            if fields is None:
-                raise OutputError(f"{path}: the snapshot at t = {times[i]:g} s is incomplete "
-                                  "(NaN values: the run was stopped while writing it); restart "
-                                  "from an earlier one")
-            index = i
-        t = float(times[index])
-        step = -1
-        if "snapshot_step" in ds.variables:
-            step = int(ds.variables["snapshot_step"][index])
-        if step < 0:
-            step = int(round(t / dt))
-        coords = np.column_stack([np.asarray(ds.variables[c][:], dtype=REAL) for c in "xyz"])
-        conn = ds.variables["cell_nodes"]
-        cell_nodes = np.asarray(conn[:, :], dtype=INDEX) - INDEX(getattr(conn, "start_index", 0))
-        point = RestartPoint(path=path, index=index, t=t, step=step, fields=fields,
-                             coords=coords, cell_nodes=cell_nodes,
-                             config_yaml=str(ds.getncattr("config")),
-                             later=int(np.count_nonzero(valid > index)))
-    except (OSError, RuntimeError, KeyError, IndexError) as exc:
-        raise OutputError(f"{path}: cannot read restart file ({exc})") from None
-    finally:
-        ds.close()
-    return point
 
 
 def read_last_snapshot(path: str | Path, *, fields: tuple[str, ...] | None = None,

@@ -19,8 +19,8 @@ import numpy as np
 from dycore.errors import OutputError
 from dycore.io.netcdf import DIAGNOSTICS, FIELDS, NOT_RECORDED, open_output, read_last_snapshot
 
-__all__ = ["PlaneSection", "plane_section", "sample_section", "plot_w", "plot_diagnostics",
-           "nice_interval", "save_png"]
+__all__ = ["PlaneSection", "plane_section", "sample_section", "GroundSurface", "ground_surface",
+           "plot_w", "plot_diagnostics", "nice_interval", "save_png"]
 
 _AXES = "xyz"
 
@@ -137,17 +137,44 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
         if poly.shape[1] == 4:  # convex quadrilateral (0, 1, 2, 3) -> two triangles
             triangles.append(poly[:, [0, 2, 3]])
     tri = np.concatenate(triangles)
+    extent = np.ptp(points, axis=0).max() if len(points) else 0.0
+    points, vals, tri = _merge_close_points(points, vals, tri, _MERGE_RTOL * extent)
     distinct = (tri[:, 0] != tri[:, 1]) & (tri[:, 1] != tri[:, 2]) & (tri[:, 0] != tri[:, 2])
     tri = tri[distinct]
     p0, p1, p2 = points[tri[:, 0]], points[tri[:, 1]], points[tri[:, 2]]
     area2 = np.abs((p1[:, 0] - p0[:, 0]) * (p2[:, 1] - p0[:, 1])
                    - (p1[:, 1] - p0[:, 1]) * (p2[:, 0] - p0[:, 0]))
-    extent = np.ptp(points, axis=0).max() if len(points) else 0.0
     tri = tri[area2 > 1e-12 * extent * extent]
 
     edges = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
     unique_edges, counts = np.unique(edges, axis=0, return_counts=True)
     return PlaneSection(axis, float(level), points, tri, vals, unique_edges[counts == 1])
+
+
+#: section vertices closer than this fraction of the section's extent are one vertex: a node a
+#: round-off off the plane (1e-13 m in a gmsh mesh) otherwise gives crossing points a round-off
+#: apart, whose sliver triangles are dropped as degenerate and leave cracks in the section
+_MERGE_RTOL = 1e-9
+
+
+def _merge_close_points(points, vals, tri, tol):
+    """Merge the section vertices within ``tol`` [m] of each other (the lowest index of each
+    cluster is kept, with its value); returns ``(points, vals, tri)`` renumbered."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    if tol <= 0.0 or len(points) < 2:
+        return points, vals, tri
+    pairs = cKDTree(points).query_pairs(tol, output_type="ndarray")
+    if len(pairs) == 0:
+        return points, vals, tri
+    n = len(points)
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    ncomp, label = connected_components(graph, directed=False)
+    first = np.empty(ncomp, dtype=np.int64)
+    first[label[::-1]] = np.arange(n)[::-1]                     # lowest index of each cluster
+    return points[first], vals[first], label[tri]
 
 
 def _triangulation(section: PlaneSection):
@@ -177,6 +204,86 @@ def sample_section(section: PlaneSection, a: np.ndarray, b: np.ndarray) -> np.ma
         return np.ma.masked_all(np.shape(a))
     interp = LinearTriInterpolator(_triangulation(section), section.values)
     return interp(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class GroundSurface:
+    """The ground of a mesh as a height field over the (x, y) plane.
+
+    Attributes
+    ----------
+    xy : ndarray (m, 2) float64
+        Horizontal position [m] of the ground nodes.
+    triangles : ndarray (k, 3) int64
+        Ground faces (indices into ``xy``).
+    height : ndarray (m,) float64
+        Ground height z [m] at ``xy``.
+    """
+
+    xy: np.ndarray
+    triangles: np.ndarray
+    height: np.ndarray
+
+
+#: a boundary face is ground when its outward unit normal has n_z below -this (lateral faces of
+#: a box have n_z = 0, the lid +1; terrain slopes up to 89.9 degrees count as ground)
+_GROUND_NZ = 1e-3
+
+
+def ground_surface(coords: np.ndarray, tets: np.ndarray) -> GroundSurface:
+    """The boundary faces whose outward normal points down: the terrain, read from the mesh.
+
+    Parameters
+    ----------
+    coords : ndarray (nnodes, 3) float64
+        Node coordinates [m].
+    tets : ndarray (nele, 4) int
+        0-based connectivity, positively oriented (as every dycore output file holds).
+
+    Returns
+    -------
+    GroundSurface
+        Possibly empty (no triangles) for a mesh without downward faces.
+
+    Raises
+    ------
+    MeshError
+        From :func:`dycore.mesh.boundary.boundary_faces` for a non-conforming mesh.
+    """
+    from dycore.mesh.boundary import boundary_faces
+
+    coords = np.asarray(coords, dtype=np.float64)
+    faces = boundary_faces(tets).faces.astype(np.int64)
+    x = coords[faces]
+    n = np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0])
+    down = n[:, 2] < -_GROUND_NZ * np.linalg.norm(n, axis=1)
+    nodes, local = np.unique(faces[down], return_inverse=True)
+    return GroundSurface(coords[nodes, :2], local.reshape(-1, 3), coords[nodes, 2])
+
+
+def _draw_terrain_contours(ax, ground: GroundSurface, z_level: float) -> str:
+    """Terrain height contours (brown, labelled) and, in grey, the ground above ``z_level`` (where
+    the horizontal section has a hole); returns the legend text for the panel's title."""
+    from matplotlib.tri import Triangulation
+
+    if len(ground.triangles) == 0:
+        return ""
+    km = 1e-3
+    h = ground.height
+    lo, hi = float(h.min()), float(h.max())
+    tri = Triangulation(ground.xy[:, 0] * km, ground.xy[:, 1] * km, ground.triangles)
+    if hi > z_level:
+        ax.tricontourf(tri, h, levels=[z_level, max(hi, z_level) + 1.0], colors="0.6", zorder=2)
+    if hi - lo <= 1e-6 * max(abs(hi), 1.0):
+        return f"flat ground at z = {lo:g} m"
+    step = nice_interval(hi - lo)
+    levels = [k * step for k in range(math.floor(lo / step) + 1, math.ceil(hi / step))
+              if lo < k * step < hi]
+    if not levels:
+        return ""
+    lines = ax.tricontour(tri, h, levels=levels, colors="saddlebrown", linewidths=1.1, zorder=3)
+    ax.clabel(lines, fmt=lambda v: f"{v:g} m", fontsize=7, inline=True)
+    return f"terrain (brown) every {step:g} m"
 
 
 def _outline_segments(section: PlaneSection) -> np.ndarray:
@@ -218,10 +325,11 @@ def _window(lim, lo, hi):
 
 
 def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_below: bool,
-                  window) -> None:
+                  window, ground: GroundSurface | None = None) -> None:
     """Filled colours on a symmetric scale chosen from the window shown (99th percentile of
     |value| there, so a thin layer of strong flow does not wash out the rest), contour lines
-    at a fixed interval (negative dashed), the terrain (grey) and the mesh outline."""
+    at a fixed interval (negative dashed), the terrain (grey below a vertical section; height
+    contours of ``ground`` on a horizontal one) and the mesh outline."""
     from matplotlib.collections import LineCollection
 
     km = 1e-3
@@ -250,10 +358,14 @@ def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_b
         ax.add_collection(LineCollection(outline, colors="k", linewidths=1.0, zorder=3))
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
+    if ground is not None:
+        ax.set_aspect("equal")          # before the terrain labels are placed (in pixels)
+    # after the limits: contour labels are sized and placed in the window shown
+    terrain = "" if ground is None else _draw_terrain_contours(ax, ground, section.level)
     names = [_AXES[a] for a in section.in_plane_axes]
     ax.set_xlabel(f"{names[0]} [km]")
     ax.set_ylabel(f"{names[1]} [km]")
-    ax.set_title(f"{title}; contours every {step:g}")
+    ax.set_title(f"{title}; contours every {step:g}" + (f"\n{terrain}" if terrain else ""))
     fig.colorbar(image, ax=ax, label=label, shrink=0.9, extend="both")
 
 
@@ -271,6 +383,10 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, field: str =
            at: float | None = None, z_level: float = 3000.0, y_section: float = 0.0,
            xlim=DEFAULT_XLIM, ylim=DEFAULT_YLIM, zlim=DEFAULT_ZLIM) -> Path:
     """Plot a node field (default w) on the planes y = ``y_section`` and z = ``z_level``.
+
+    Both panels show the terrain: filled grey below the vertical section; on the horizontal one
+    brown height contours of the ground (:func:`ground_surface`: the mesh's downward boundary
+    faces) and grey where the ground rises above ``z_level``.
 
     Parameters
     ----------
@@ -329,7 +445,7 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, field: str =
     _draw_section(fig, left, sections[0], f"{field} on y = {y_section * 1e-3:g} km", label,
                   True, (xlim, zlim))
     _draw_section(fig, right, sections[1], f"{field} on z = {z_level * 1e-3:g} km", label,
-                  False, (xlim, ylim))
+                  False, (xlim, ylim), ground_surface(coords, cell_nodes))
     right.set_aspect("equal")
     return save_png(fig, png_path, dpi=120)
 

@@ -1,4 +1,5 @@
-"""Mesh layer: the :class:`Mesh` container, the terrain-following generator and renumbering.
+"""Mesh layer: the :class:`Mesh` container, the terrain-following generator, mesh files (read,
+write) and renumbering.
 
 See docs/architecture.md, "Mesh (dycore/mesh) -- exact contract".
 """
@@ -8,8 +9,11 @@ from dycore.mesh.generate import (
     graded_one_sided_nodes,
     graded_symmetric_nodes,
 )
+from dycore.mesh.boundary import BoundaryFaces, boundary_faces
 from dycore.mesh.mesh import FaceTag, Mesh
+from dycore.mesh.read import read_mesh
 from dycore.mesh.renumber import bandwidth, node_graph, reverse_cuthill_mckee, shuffle
+from dycore.mesh.write import write_mesh
 
 __all__ = [
     "FaceTag",
@@ -22,4 +26,8 @@ __all__ = [
     "shuffle",
     "node_graph",
     "bandwidth",
+    "boundary_faces",
+    "BoundaryFaces",
+    "read_mesh",
+    "write_mesh",
 ]

@@ -12,6 +12,9 @@ On GPU ranks the same plan drives NCCL send/recv of device buffers (docs/archite
 """
 from __future__ import annotations
 
+import time
+from typing import ClassVar
+
 import numpy as np
 
 __all__ = ["HaloExchange", "gather_to_root"]
@@ -32,7 +35,12 @@ class HaloExchange:
     ----------
     bytes_sent : int — bytes sent by this rank since construction (all exchanges)
     exchanges : int — number of completed exchanges
+    totals : class-wide dict over every exchange of this process — ``bytes`` sent,
+        ``exchanges`` completed, ``seconds`` spent in begin + end (packing, posting, waiting,
+        unpacking; the overlapped interior work is not counted)
     """
+
+    totals: ClassVar[dict] = {"bytes": 0, "exchanges": 0, "seconds": 0.0}
 
     def __init__(self, comm, plan, block: int = 1):
         self.comm, self.plan, self.block = comm, plan, int(block)
@@ -58,22 +66,28 @@ class HaloExchange:
         if self._reqs:
             raise RuntimeError("halo exchange: begin() called twice without end()")
         self._check(x)
+        t0 = time.perf_counter()
         reqs = [self.comm.Irecv(self._rbuf[q], source=q, tag=_TAG) for q in self._rbuf]
         for q, idx in self.plan.send.items():
             buf = self._sbuf[q]
             np.take(x, idx, axis=0, out=buf)
             reqs.append(self.comm.Isend(buf, dest=q, tag=_TAG))
             self.bytes_sent += buf.nbytes
+            HaloExchange.totals["bytes"] += buf.nbytes
         self._reqs = reqs
+        HaloExchange.totals["seconds"] += time.perf_counter() - t0
 
     def end(self, x: np.ndarray) -> None:
         """Wait for the messages of :meth:`begin` and write the ghost values into ``x``."""
         from mpi4py import MPI
+        t0 = time.perf_counter()
         MPI.Request.Waitall(self._reqs)
         self._reqs = []
         for q, idx in self.plan.recv.items():
             x[idx] = self._rbuf[q]
         self.exchanges += 1
+        HaloExchange.totals["exchanges"] += 1
+        HaloExchange.totals["seconds"] += time.perf_counter() - t0
 
     def update(self, x: np.ndarray) -> None:
         """``begin`` + ``end``: fill the ghosts of ``x`` now."""

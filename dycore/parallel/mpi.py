@@ -8,11 +8,12 @@ of leaving the others waiting in a collective.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["world", "abort_on_error"]
+__all__ = ["abort_on_error", "world"]
 
 
 def world():
@@ -50,4 +51,7 @@ def abort_on_error(comm, exit_code: int = 1):
 
 def _abort(comm, message: str, exit_code: int) -> None:
     print(f"rank {comm.rank} of {comm.size}: {message}", file=sys.stderr, flush=True)
-    comm.Abort(exit_code)
+    try:
+        comm.Abort(exit_code)
+    finally:                    # MPI_Abort may return before the launcher kills this process
+        os._exit(exit_code)

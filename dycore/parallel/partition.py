@@ -30,8 +30,15 @@ import scipy.sparse as sp
 
 from dycore.dtypes import INDEX
 
-__all__ = ["metis_partition", "RankPartition", "HaloPlan", "partition_mesh", "extract_rows",
-           "owned_row_order", "MAX_DEPTH"]
+__all__ = [
+    "MAX_DEPTH",
+    "HaloPlan",
+    "RankPartition",
+    "extract_rows",
+    "metis_partition",
+    "owned_row_order",
+    "partition_mesh",
+]
 
 #: ghost layers kept: 2 covers the second-order pattern of the pressure matrix
 MAX_DEPTH = 2

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-__all__ = ["exact_parts", "parts_to_float", "exact_sum", "Reducer", "MODES"]
+__all__ = ["MODES", "Reducer", "exact_parts", "exact_sum", "parts_to_float"]
 
 MODES = ("exact", "ordered", "allreduce")
 
@@ -105,7 +105,8 @@ class Reducer:
 
     Attributes
     ----------
-    calls : int — number of global reductions done (each one Allreduce / allgather)
+    calls : int — number of global reductions done (each one Allreduce / allgather; one
+        :meth:`dots` call is one reduction)
 
     Raises
     ------
@@ -120,27 +121,38 @@ class Reducer:
 
     def dot(self, x: np.ndarray, y: np.ndarray) -> float:
         """Σ x_i y_i over all ranks' owned values (x, y: same-shape float64 arrays)."""
-        x = np.asarray(x).ravel()
-        y = np.asarray(y).ravel()
+        return self.dots((x, y))[0]
+
+    def dots(self, *pairs) -> list[float]:
+        """Several dot products in ONE global reduction: ``dots((x1, y1), (x2, y2))``.
+
+        Each value is the one :meth:`dot` gives (the same bits); only the messages are shared.
+        """
         self.calls += 1
+        prods = [np.asarray(x).ravel() * np.asarray(y).ravel() if self.mode == "exact"
+                 else float(np.dot(np.asarray(x).ravel(), np.asarray(y).ravel()))
+                 for x, y in pairs]
+        serial = self.comm is None or self.comm.size == 1
         if self.mode == "exact":
-            parts = exact_parts(x * y)
-            if self.comm is not None and self.comm.size > 1:
+            parts = np.concatenate([exact_parts(p) for p in prods])
+            if not serial:
                 from mpi4py import MPI
                 total = np.empty_like(parts)
                 self.comm.Allreduce(parts, total, op=MPI.SUM)
                 parts = total
-            return parts_to_float(parts)
-        local = float(np.dot(x, y))
-        if self.comm is None or self.comm.size == 1:
-            return local
+            return [parts_to_float(c) for c in np.split(parts, len(prods))]
+        if serial:
+            return prods
         if self.mode == "ordered":
-            s = 0.0
-            for v in self.comm.allgather(local):
-                s += v
-            return s
+            out = [0.0] * len(prods)
+            for values in self.comm.allgather(prods):          # rank order
+                for i, v in enumerate(values):
+                    out[i] += v
+            return out
         from mpi4py import MPI
-        return float(self.comm.allreduce(local, op=MPI.SUM))
+        total = np.empty(len(prods))
+        self.comm.Allreduce(np.array(prods), total, op=MPI.SUM)
+        return [float(v) for v in total]
 
     def norm(self, x: np.ndarray) -> float:
         """Euclidean norm over all ranks: sqrt(dot(x, x))."""

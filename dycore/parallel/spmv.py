@@ -49,6 +49,8 @@ class DistributedMatrix:
     plan : HaloPlan whose depth covers the matrix's columns (1 first-order, 2 pressure)
     indptr : (n_owned+1,) int; indices : (nnz,) int local column ids (< plan.n_local)
     values : (nnz,) float64 (CSR) or (nnz, 3, 3) float64 (BCSR, one block per node pair)
+    n_owned_cols : int or None — owned entries of the input vector (default: the owned rows;
+        differs for the rectangular R and P of :mod:`dycore.parallel.rowmatrix`)
 
     Attributes
     ----------
@@ -60,7 +62,7 @@ class DistributedMatrix:
     ValueError if the shapes disagree or a column is beyond ``plan.n_local``.
     """
 
-    def __init__(self, comm, plan, indptr, indices, values):
+    def __init__(self, comm, plan, indptr, indices, values, n_owned_cols=None):
         values = np.ascontiguousarray(values, dtype=np.float64)
         indices = np.asarray(indices, np.int64)
         indptr = np.asarray(indptr, np.int64)
@@ -78,12 +80,9 @@ class DistributedMatrix:
                              f"nodes of a depth-{plan.depth} halo")
         self.comm, self.plan = comm, plan
         self.n_owned = indptr.size - 1
-        rows_max = np.maximum.reduceat(indices, indptr[:-1]) if indices.size else None
-        lens = np.diff(indptr)
-        has_ghost = np.zeros(self.n_owned, bool)
-        if indices.size:
-            nz = lens > 0
-            has_ghost[nz] = rows_max[nz] >= self.n_owned
+        self.n_cols = self.n_owned if n_owned_cols is None else int(n_owned_cols)
+        rows = np.repeat(np.arange(self.n_owned), np.diff(indptr))
+        has_ghost = np.bincount(rows[indices >= self.n_cols], minlength=self.n_owned) > 0
         self.interior = np.flatnonzero(~has_ghost)
         self.boundary = np.flatnonzero(has_ghost)
         self.n_interior, self.n_boundary = self.interior.size, self.boundary.size
@@ -108,7 +107,7 @@ class DistributedMatrix:
 
         Parameters
         ----------
-        x_owned : (n_owned,) or (n_owned, 3) float64 — this rank's owned values
+        x_owned : (n_cols,) or (n_cols, 3) float64 — this rank's owned values
         out : optional array of the same shape (overwritten)
 
         Returns
@@ -117,8 +116,8 @@ class DistributedMatrix:
         """
         b = self.block
         x = self._x
-        x[:self.n_owned] = np.asarray(x_owned).reshape(x[:self.n_owned].shape)
-        y = out if out is not None else np.empty(x[:self.n_owned].shape)
+        x[:self.n_cols] = np.asarray(x_owned).reshape(x[:self.n_cols].shape)
+        y = out if out is not None else np.empty((self.n_owned,) + x.shape[1:])
         self.halo.begin(x)
         flat = x.reshape(-1)
         if self.n_interior:
@@ -129,8 +128,8 @@ class DistributedMatrix:
         return y
 
     def owned_block(self) -> sp.csr_matrix:
-        """The owned × owned block as SciPy CSR (scalar) or BSR (3×3), sorted copy: what a
-        rank-local preconditioner (block-Jacobi / additive Schwarz) factorises."""
+        """The owned × owned block as SciPy CSR, sorted copy: what a rank-local
+        preconditioner (block-Jacobi / additive Schwarz) factorises (square matrices)."""
         b, m = self.block, self.n_owned
         a = self._scipy(*self._full).tocsr()[:, :b * m].tocsr()
         a.sort_indices()

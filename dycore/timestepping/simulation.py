@@ -1,8 +1,8 @@
 """The Simulation owns the loop: build once (mesh → sparsity → operators), step, diagnose, write.
 
 Output is a scheduled callback: a snapshot every ``output.output_interval`` seconds (and at t=0 and
-the final time), diagnostics every ``output.diagnostics_every`` steps, each flushed to disk as it
-is written so a killed run keeps every finished record.
+the final time), diagnostics every ``output.diagnostics_every_steps`` steps, each flushed to disk
+as it is written so a killed run keeps every finished record.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class Simulation:
     """
 
     def __init__(self, config, backend=None):
-        import cases
+        from dycore import cases
 
         self.config = config
         self.case = cases.load_case(config.case.name)
@@ -90,9 +90,12 @@ class Simulation:
         return tags, {FaceTag.GROUND: lambda c: exact(self.params, c)}
 
     def _systems(self):
+        """The linear systems: chosen here, by the simulation, from the backend's solver mode
+        (our device kernels for ``device``, SciPy/PyAMG on the host otherwise)."""
         if getattr(self.backend, "solver_mode", "host") == "device":
-            return self.backend.device_systems(self.sparsity, self.ops, self.config.solvers,
-                                               self.timers)
+            from dycore.solvers.device import DeviceSystems
+            return DeviceSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
+                                 self.timers)
         from dycore.solvers.systems import HostSystems
         return HostSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
                            self.timers)
@@ -271,19 +274,25 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                     restart_at: float | None = None) -> RunSummary:
     """Run the configured case to ``time.t_end`` (or ``max_steps`` steps) with output.
 
-    Before anything is built: backend settings, a memory estimate of the mesh and the output
-    path are checked (:func:`dycore.preflight.check_before_build`). Before the first step: a
+    Every ``output.checkpoint_interval`` the state replaces the checkpoint
+    (:func:`dycore.io.restart.write_checkpoint`, atomically). Before anything is built: backend
+    settings, a memory estimate of the mesh and the output path are checked
+    (:func:`dycore.preflight.check_before_build`). Before the first step: a
     warning when the advective Courant number exceeds 1. After every step: the stability watch
     (``stability.max_speed_factor``); a run that fails it stops with InstabilityError, and the
     output file keeps every snapshot before the failing one and the failing step's diagnostics.
 
     Parameters
     ----------
-    config : Config; max_steps : int or None; progress : show a tqdm bar (default: config)
+    config : Config; max_steps : int or None
+    progress : show progress: a tqdm bar on a terminal, log lines otherwise
+        (:class:`~dycore.timestepping.progress.Progress`; default: ``output.progress``)
     overwrite : replace an existing output file (else OutputError); with ``restart`` into the
         same file: allow discarding the file's snapshots after the restart time
-    restart : output file of an earlier (or killed) run to continue from; its snapshot at
-        ``restart_at`` (nearest stored time within time.dt / 2), else its last complete one.
+    restart : output file of an earlier (or killed) run, or its checkpoint, to continue from;
+        its snapshot at ``restart_at`` (nearest stored time within time.dt / 2), else its last
+        complete one (:func:`dycore.io.restart.find_restart`: the checkpoint when it is later or
+        the file cannot be read). A checkpoint continues its own output file.
         The configuration must match the file's ``config`` attribute in every key but
         :data:`RESTART_FREE_KEYS`, the mesh must match the file's. When ``config.output_path``
         is ``restart`` the run appends to it (later records are blanked and written over), else
@@ -295,32 +304,52 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     DycoreError subclasses (ConfigError, MeshError, SolverDivergedError, OutputError,
     InstabilityError, ...).
     """
-    from tqdm import tqdm
-
     from dycore.errors import InstabilityError
     from dycore.io.netcdf import SnapshotWriter
     from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
                                   inflow_speed, notice_backend_fallback)
+    from dycore.timestepping.progress import Progress
 
     from dycore.errors import ConfigError, OutputError
-    from dycore.io.netcdf import read_restart
+    from dycore.io.restart import (checkpoint_path, find_restart, snapshots_upto,
+                                   write_checkpoint)
 
     wall0 = time.perf_counter()
     path = Path(config.output_path)
     point, append = None, False
     if restart is not None:
-        point = read_restart(restart, restart_at, dt=config.time.dt)
+        point = find_restart(restart, restart_at, dt=config.time.dt)
         check_restart_config(config, point)
-        append = _same_file(path, point.path)
+        keep, later = point.index + 1, point.later
+        append = _same_file(path, point.checkpoint_of or point.path)
+        if point.checkpoint_of is not None and _same_file(path, point.path):
+            raise ConfigError(f"{path}: output.path (--output) is a checkpoint; the run's output "
+                              f"is {point.checkpoint_of} (pass --output "
+                              f"{point.checkpoint_of}, or another new file)")
         if point.step >= config.time.n_steps:
             raise ConfigError(f"--restart {point.path}: its snapshot at t = {point.t:g} s (step "
                               f"{point.step}) is at or after time.t_end = "
                               f"{config.time.t_end:g} s; pass a later --t-end")
-        if append and point.later and not overwrite:
+        if append and point.checkpoint_of is not None:   # continue the checkpoint's output
+            if not path.exists():
+                append = False
+            else:
+                try:
+                    keep, later = snapshots_upto(path, point.step, dt=config.time.dt)
+                except OutputError as exc:
+                    if not overwrite:
+                        raise OutputError(
+                            f"{exc}; pass --overwrite to start {path} anew from the checkpoint "
+                            f"{point.path} (t = {point.t:g} s; the snapshots before it are "
+                            "lost), or write a new file with --output") from None
+                    append = False
+        if append and later and not overwrite:
             raise OutputError(f"{path}: restarting from t = {point.t:g} s would discard the "
-                              f"file's {point.later} later snapshot(s); pass --overwrite to "
+                              f"file's {later} later snapshot(s); pass --overwrite to "
                               "discard them, or start a new file with --output")
     check_before_build(config, path, overwrite=overwrite or append)
+    if point is None and overwrite:     # a new run: an earlier run's checkpoint is stale
+        checkpoint_path(path).unlink(missing_ok=True)
     sim = build_simulation(config)
     k0 = 0
     if point is not None:
@@ -333,7 +362,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     notice_backend_fallback(config, sim.backend)
     tc, oc = config.time, config.output
     u_ref = inflow_speed(sim.params)
-    courant = courant_number(u_ref, tc.dt, sim.mesh.coords)
+    courant = courant_number(u_ref, tc.dt, sim.mesh.coords, sim.mesh.tets)
     if courant > 1.0:
         log.warning("warning: advective Courant number u0 * time.dt / dx = %.3g m/s * %g s / "
                     "%.4g m = %.2f > 1; the run may become unstable (reduce time.dt)",
@@ -343,6 +372,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     if max_steps is not None:
         n_steps = min(n_steps, k0 + max_steps)
     every = max(1, int(round(oc.output_interval / tc.dt)))
+    ck_every, ck_path = config.checkpoint_steps, checkpoint_path(path)
     show = oc.progress if progress is None else progress
     diag = {}
     last_snapshot = sim.state.t
@@ -355,7 +385,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
             f"{courant:.2g})")
 
     if append:
-        writer = SnapshotWriter.append(path, keep_snapshots=point.index + 1, keep_steps_upto=k0,
+        writer = SnapshotWriter.append(path, keep_snapshots=keep, keep_steps_upto=k0,
                                        config_yaml=config.resolved_yaml(), version=__version__)
     else:
         writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
@@ -364,26 +394,33 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         if not append:        # a new file starts with the initial (or restart) snapshot
             with sim.timers("output"):
                 writer.write_snapshot(sim.state.t, sim.host_fields(), step=k0)
-        bar = tqdm(total=n_steps - k0, disable=not show, unit="step", desc=config.case.name)
+        bar = Progress(n_steps - k0, config.case.name, show)   # bar on a terminal, else lines
         try:
             for k in range(k0 + 1, n_steps + 1):
                 diag = sim.step()
                 problem = watch.step_problem(diag)
-                if problem or k % oc.diagnostics_every == 0 or k == n_steps:
+                if problem or k % oc.diagnostics_every_steps == 0 or k == n_steps:
                     with sim.timers("output"):
                         writer.write_diagnostics(k, sim.state.t, diag)
                 if problem:
                     raise unstable(k, problem)
-                if k % every == 0 or k == n_steps:
+                snapshot = k % every == 0 or k == n_steps
+                checkpoint = ck_every > 0 and k % ck_every == 0
+                if snapshot or checkpoint:
                     fields = sim.host_fields()
                     problem = watch.fields_problem(fields)
                     if problem:
                         raise unstable(k, problem)
+                if snapshot:
                     with sim.timers("output"):
                         writer.write_snapshot(sim.state.t, fields, step=k)
                     last_snapshot = sim.state.t
-                bar.set_postfix(t=f"{sim.state.t:.0f}s", w=f"{diag['max_abs_w']:.3f}")
-                bar.update(1)
+                if checkpoint:       # after the snapshot: the output holds every step before
+                    with sim.timers("checkpoint"):
+                        write_checkpoint(ck_path, sim.mesh, sim.state.t, k, fields,
+                                         config_yaml=config.resolved_yaml(),
+                                         version=__version__, output=path)
+                bar.update(sim.state.t, diag["max_abs_w"])
         finally:
             bar.close()
         table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "

@@ -154,7 +154,7 @@ def _ground_check(mode):
     sim = build_simulation(cfg)
     for _ in range(NNF_STEPS):
         sim.step()
-    import cases.mountainwave3d as case
+    import dycore.cases.mountainwave3d as case
     from dycore.mesh import FaceTag
     f = sim.host_fields()
     u = np.column_stack([f["u"], f["v"], f["w"]])

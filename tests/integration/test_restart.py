@@ -18,6 +18,7 @@ import pytest
 
 from dycore import cli
 from dycore.io.netcdf import FIELDS
+from dycore.io.restart import checkpoint_path
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP_VARIABLES = ("step", "diag_time", "max_abs_w", "kinetic_energy", "max_abs_div_u",
@@ -25,11 +26,12 @@ STEP_VARIABLES = ("step", "diag_time", "max_abs_w", "kinetic_energy", "max_abs_d
 
 
 def _config(folder: Path, out: Path, *, name: str = "run.yaml", dt: float = 10.0,
-            nx: int = 4) -> Path:
+            nx: int = 4, interval: float = 10.0, checkpoint: float = 0.0) -> Path:
     path = folder / name
     path.write_text(f"mesh: {{nx: {nx}, ny: 4, nz: 3}}\n"
                     f"time: {{dt: {dt}, t_end: 60.0}}\n"
-                    f"output: {{path: '{out}', output_interval: 10.0, progress: false}}\n")
+                    f"output: {{path: '{out}', output_interval: {interval}, progress: false, "
+                    f"checkpoint_interval: {checkpoint}}}\n")
     return path
 
 
@@ -218,3 +220,87 @@ def test_incomplete_snapshot_and_not_an_output_file(three_steps, tmp_path, capsy
     notes.write_text("not netCDF\n")
     status, err = _run(capsys, config, "--restart", notes, "--output", tmp_path / "x.nc")
     assert status == 1 and f"{notes}: cannot open restart file (" in err
+
+
+# ------------------------------------------------------------------------------ checkpoints
+def test_checkpoint_restart_is_bitwise(reference, tmp_path, capsys):
+    """Checkpoints every 20 s, snapshots every 30 s: a run stopped after 5 steps has snapshots at
+    0, 30 and 50 s (its end) and its checkpoint at 40 s (step 4, replaced atomically: no
+    temporary file left). --restart CHECKPOINT --output NEW starts NEW with the checkpoint's
+    state; with the snapshot at 50 s cut short (NaN, as a killed write leaves it), --restart FILE
+    takes the later checkpoint and appends to FILE; both give the 6-step run's bits."""
+    out = tmp_path / "ck.nc"
+    config = _config(tmp_path, out, interval=30.0, checkpoint=20.0)
+    status, err = _run(capsys, config, "--steps", "5")
+    assert status == 0, err
+    checkpoint = checkpoint_path(out)
+    assert checkpoint == tmp_path / "ck.checkpoint.nc"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.checkpoint.nc", "ck.nc", "run.yaml"]
+    saved = _read(checkpoint)
+    assert saved["time"].tolist() == [40.0] and saved["snapshot_step"].tolist() == [4]
+    for name in FIELDS:
+        assert np.array_equal(saved[name][0], reference[name][4]), name
+    with netCDF4.Dataset(checkpoint) as ds:
+        assert ds.checkpoint_of == "ck.nc" and "checkpoint_interval: 20.0" in ds.config
+
+    new = tmp_path / "new.nc"
+    status, err = _run(capsys, config, "--restart", checkpoint, "--output", new)
+    assert status == 0, err
+    got = _read(new)
+    assert got["time"].tolist() == [40.0, 60.0] and got["snapshot_step"].tolist() == [4, 6]
+    for name in FIELDS:
+        assert np.array_equal(got[name], reference[name][[4, 6]]), name
+    assert checkpoint_path(new).exists()          # the new run checkpoints its own file
+
+    with netCDF4.Dataset(out, "a") as ds:
+        assert ds["time"][:].tolist() == [0.0, 30.0, 50.0]
+        ds["w"][2, 5] = np.nan
+    status, err = _run(capsys, config, "--restart", out, "--overwrite")
+    assert status == 0, err
+    assert (f"notice: restarting from the checkpoint {checkpoint} (t = 40 s, step 4), later than "
+            f"the last complete snapshot of {out} (t = 30 s)") in err
+    assert f"restart from {checkpoint} at t = 40 s (step 4); appending to {out}" in err
+    got = _read(out)
+    assert got["time"].tolist() == [0.0, 30.0, 60.0]
+    for name in FIELDS:
+        assert np.array_equal(got[name], reference[name][[0, 3, 6]]), name
+    for name in STEP_VARIABLES:
+        assert np.array_equal(got[name], reference[name], equal_nan=name == "picard_change"), name
+
+
+def test_unreadable_output_falls_back_to_the_checkpoint(reference, tmp_path, capsys):
+    """An output file HDF5 cannot open (a process killed while HDF5 wrote its metadata): the
+    restart says so, takes the checkpoint, and needs --overwrite (or --output) to start the
+    file anew, which then holds the uninterrupted run's bits from the checkpoint on."""
+    out = tmp_path / "broken.nc"
+    config = _config(tmp_path, out, checkpoint=20.0)
+    assert _run(capsys, config, "--steps", "3")[0] == 0
+    out.write_bytes(b"\0" * 64 + out.read_bytes()[64:])       # the superblock is gone
+    status, err = _run(capsys, config, "--restart", out)
+    assert status == 1
+    assert f"notice: {out}: cannot open restart file (" in err
+    assert f"restarting from its checkpoint {checkpoint_path(out)} (t = 20 s, step 2)" in err
+    assert f"pass --overwrite to start {out} anew from the checkpoint" in err
+    status, err = _run(capsys, config, "--restart", out, "--overwrite")
+    assert status == 0, err
+    got = _read(out)
+    assert got["time"].tolist() == [20.0, 30.0, 40.0, 50.0, 60.0]
+    _assert_same(got, reference, slice(2, None))
+
+
+def test_checkpoint_refusals(tmp_path, capsys):
+    """A checkpoint of an earlier run is not silently replaced; a checkpoint is not an output."""
+    out = tmp_path / "c.nc"
+    config = _config(tmp_path, out, checkpoint=10.0)
+    assert _run(capsys, config, "--steps", "1")[0] == 0
+    out.unlink()
+    status, err = _run(capsys, config, "--steps", "1")
+    assert status == 1
+    assert err == (f"dycore: error: {checkpoint_path(out)}: checkpoint file exists (of an earlier "
+                   f"run writing {out}); pass --overwrite to replace it, or --restart "
+                   f"{checkpoint_path(out)} to continue from it\n")
+    status, err = _run(capsys, config, "--restart", checkpoint_path(out), "--output",
+                       checkpoint_path(out))
+    assert status == 2
+    assert f"{checkpoint_path(out)}: output.path (--output) is a checkpoint; the run's output " \
+           f"is {out}" in err

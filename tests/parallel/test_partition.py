@@ -8,7 +8,10 @@ import scipy.sparse as sp
 from dycore.assembly.sparsity import build_sparsity
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.partition import (
-    extract_rows, metis_partition, owned_row_order, partition_mesh,
+    extract_rows,
+    metis_partition,
+    owned_row_order,
+    partition_mesh,
 )
 
 KS = (1, 2, 3, 4)
@@ -123,16 +126,16 @@ def test_owned_rows_times_local_vector_equal_serial_spmv_bitwise(systems, k, wha
 
 @pytest.mark.parametrize("k", (2, 4))
 def test_halo_elements_assemble_owned_rows_bitwise(systems, k):
-    """Each rank assembles its local mesh (owned + halo elements) with the CPU assembler: the
+    """Each rank assembles its local mesh (owned + halo elements) with the CPU backend's
+    assembler: the
     owned rows of the tracer and momentum matrices, their right-hand sides, C and K_p equal
     the serial assembly's bit for bit."""
-    from dycore.backend.cpu import CPUAssembler
     from dycore.diagnostics.timers import StageTimers
     s = systems
     sim = s["sim"]
     c, tc = sim.coeffs, sim.config.time
     n = s["nnodes"]
-    ser = CPUAssembler(sim.mesh, sim.sparsity, StageTimers())
+    ser = sim.backend.assembler(sim.mesh, sim.sparsity, StageTimers())
     zeros = np.zeros(n)
     buoy = np.linspace(-0.01, 0.01, n)
     p = np.cos(np.arange(n))
@@ -149,7 +152,7 @@ def test_halo_elements_assemble_owned_rows_bitwise(systems, k):
         mesh = Mesh(coords=s["coords"][l2g], tets=rp.local_tets, faces=np.zeros((0, 3)),
                     face_tags=np.zeros(0), face_ele=np.zeros(0))
         lsp = build_sparsity(mesh.tets, n1)
-        loc = CPUAssembler(mesh, lsp, StageTimers())
+        loc = sim.backend.assembler(mesh, lsp, StageTimers())
         perm = owned_row_order(lsp.indptr, lsp.indices, rp)
         _, _, pos = extract_rows(s["indptr"], s["indices"], rp, n, 1)
         ltv, ltr = loc.tracer("t", s["u"][l2g], s["theta"][l2g], zeros[l2g], c.sigma[l2g],

@@ -8,22 +8,17 @@ import os
 
 import numpy as np
 import pytest
+from conftest import tiny_mesh
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend.cpu import CPUBackend
 from dycore.diagnostics.timers import StageTimers
-from dycore.mesh import GridSpec, generate_terrain_following
-
-def _mesh():
-    spec = GridSpec(nx=4, ny=4, nz=3, lx=8000.0, ly=8000.0, lz=4000.0, dx_min=1500.0,
-                    dz_min=800.0)
-    return generate_terrain_following(spec, lambda x, y: 400.0 / (1 + (x * x + y * y) / 1e6) ** 1.5)
 
 
 @pytest.fixture(scope="module")
 def pair():
     from dycore.backend.gpu import GPUBackend
-    mesh = _mesh()
+    mesh = tiny_mesh(4, 4, 3)
     s = build_sparsity(mesh.tets, mesh.nnodes)
     cpu = CPUBackend().assembler(mesh, s, StageTimers())
     det = GPUBackend(assembly="deterministic", block=32).assembler(mesh, s, StageTimers())
@@ -42,8 +37,10 @@ def test_tracer_kernel_bitwise_and_atomic(pair):
     args = ("t", d["u_nl"], d["c"], d["src"], d["sigma"], d["cref"], (5.0, 5.0, 1.0), 5.0)
     v0, r0 = (a.copy() for a in cpu.tracer(*args))
     v1, r1 = det.tracer(*args)
-    assert np.array_equal(cpu._ele44.ravel(), det._buf["ele16"])       # element matrices
-    assert np.array_equal(cpu._ele4.ravel(), det._buf["ele4"])         # element rhs
+    assert np.array_equal(cpu.element_array("tracer", "mat"),
+                          det.element_array("tracer", "mat"))            # element matrices
+    assert np.array_equal(cpu.element_array("tracer", "rhs"),
+                          det.element_array("tracer", "rhs"))            # element rhs
     assert np.array_equal(v0, v1) and np.array_equal(r0, r1)
     v2, r2 = ato.tracer(*args)
     assert np.allclose(v2, v0, rtol=1e-14, atol=1e-14 * np.abs(v0).max())
@@ -58,7 +55,8 @@ def test_momentum_kernel_bitwise_and_atomic(pair):
             (5.0, 5.0, 1.0), 1e-4, 5.0)
     v0, r0 = (a.copy() for a in cpu.momentum(*args))
     v1, r1 = det.momentum(*args)
-    assert np.array_equal(cpu._ele_m.ravel(), det._buf["ele144"])
+    assert np.array_equal(cpu.element_array("momentum", "mat"),
+                          det.element_array("momentum", "mat"))
     assert np.array_equal(v0, v1) and np.array_equal(r0, r1)
     v2, r2 = ato.momentum(*args)
     assert np.allclose(v2, v0, rtol=1e-14, atol=1e-14 * np.abs(v0).max())

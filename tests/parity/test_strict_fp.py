@@ -5,25 +5,19 @@ and the kernel renaming are checked directly (they only act on a real GPU).
 """
 import numpy as np
 import pytest
+from conftest import tiny_mesh
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend import strict_fp
 from dycore.backend.cpu import CPUBackend
 from dycore.diagnostics.timers import StageTimers
-from dycore.mesh import GridSpec, generate_terrain_following
-
-
-def _mesh():
-    spec = GridSpec(nx=3, ny=3, nz=2, lx=8000.0, ly=8000.0, lz=4000.0, dx_min=2000.0,
-                    dz_min=1000.0)
-    return generate_terrain_following(spec, lambda x, y: 300.0 / (1 + (x * x + y * y) / 1e6))
 
 
 def test_strict_backend_bitwise_element_matrices():
     from dycore.backend.gpu import GPUBackend
     from dycore.backend.gpu_kernels import get_kernels
 
-    mesh = _mesh()
+    mesh = tiny_mesh(4, 2, 2, 300.0)
     s = build_sparsity(mesh.tets, mesh.nnodes)
     gb = GPUBackend(assembly="deterministic", strict=True, block=32)
     assert gb.kernels is get_kernels(True) and gb.kernels is not get_kernels(False)
@@ -37,12 +31,14 @@ def test_strict_backend_bitwise_element_matrices():
     args = ("t", u, c, c[::-1].copy(), sig, c * 0.5, (5.0, 5.0, 1.0), 5.0)
     v0, r0 = (a.copy() for a in cpu.tracer(*args))
     v1, r1 = gpu.tracer(*args)
-    assert np.array_equal(cpu._ele44.ravel(), gpu._buf["ele16"])
+    assert np.array_equal(cpu.element_array("tracer", "mat"),
+                          gpu.element_array("tracer", "mat"))
     assert np.array_equal(v0, v1) and np.array_equal(r0, r1)
     margs = (u, uo, c, c * 2.0, sig, (10.0, 0.0, 0.0), (5.0, 5.0, 1.0), 1e-4, 5.0)
     m0, q0 = (a.copy() for a in cpu.momentum(*margs))
     m1, q1 = gpu.momentum(*margs)
-    assert np.array_equal(cpu._ele_m.ravel(), gpu._buf["ele144"])
+    assert np.array_equal(cpu.element_array("momentum", "mat"),
+                          gpu.element_array("momentum", "mat"))
     assert np.array_equal(m0, m1) and np.array_equal(q0, q1)
     assert np.array_equal(cpu.divergence()[0], gpu.divergence()[0])
     assert np.array_equal(cpu.stabilisation()[0], gpu.stabilisation()[0])

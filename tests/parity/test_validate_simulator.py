@@ -40,6 +40,8 @@ def test_validate_deterministic_bitwise_cli(tmp_path, capsys):
     rep = json.loads((out / "validate_report.json").read_text())
     assert rep["passed"] and rep["assembly"] == "deterministic" and rep["strict"] is True
     assert rep["tolerance"] == 0.0 and rep["steps"] == 2
+    assert any("backend.strict not set" in n for n in rep["notes"]), rep["notes"]   # not silent
+    assert any("backend.assembly not set" in n for n in rep["notes"]), rep["notes"]
     assert len(rep["kernels"]) == 10
     for name, s in rep["kernels"].items():
         assert s["n_differ"] == 0 and s["max_abs"] == 0.0 and s["max_ulp"] == 0, name
@@ -60,6 +62,7 @@ def test_validate_atomic_roundoff(tmp_path):
                               "output": {"progress": False}})
     res = validate(cfg, steps=2, output_dir=tmp_path / "a", assembly="atomic", strict=False)
     assert res.passed and res.tolerance == 1e-10
+    assert not [n for n in res.notes if "not set" in n]         # both chosen by the caller
     for s in res.kernels.values():
         assert s["max_rel"] <= 1e-10
     for rec in res.fields:
@@ -82,3 +85,16 @@ def test_compare_arrays_counts_ulps_and_fails_on_difference():
     assert nan["n_differ"] == 1 and _exceeds(nan, 1.0)
     with pytest.raises(ValueError):
         compare_arrays([1.0], [1.0, 2.0])
+
+
+def test_gpu_mode_defaults_name_what_validate_chooses(tmp_path):
+    from dycore.config import load_config
+    from dycore.validate import gpu_mode, gpu_mode_defaults
+
+    unset = load_config(_tiny_yaml(tmp_path))
+    assert gpu_mode(unset) == ("deterministic", True)
+    assert len(gpu_mode_defaults(unset)) == 2
+    assert gpu_mode_defaults(unset, assembly="atomic", strict=False) == []
+    given = load_config(_tiny_yaml(tmp_path, strict=False))
+    assert gpu_mode(given) == ("deterministic", False)
+    assert [n.split(":")[0] for n in gpu_mode_defaults(given)] == ["backend.assembly not set"]

@@ -109,7 +109,7 @@ def test_max_abs_diff_and_step_scalars(gpu):
 def test_no_normal_flow_rotation_is_bitwise_cpu(gpu):
     """Rotation of the momentum system, back-rotation and normal removal: the GPU kernels call
     the same arithmetic as the CPU drivers, so the bits agree (several thread blocks)."""
-    import cases.mountainwave3d as case
+    import dycore.cases.mountainwave3d as case
     from dycore.assembly.no_normal_flow import build_no_normal_flow
     from dycore.assembly.operators import _on_backend
     from dycore.assembly.sparsity import build_sparsity

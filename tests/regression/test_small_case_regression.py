@@ -5,17 +5,22 @@ The second test proves the check can fail: a field perturbed beyond its toleranc
 Rewrite the reference with ``scripts/update_reference`` after a deliberate change of results.
 """
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dycore.checks import REFERENCE_CONFIG, run_case
 from dycore.diagnostics import regression as reg
+from dycore.errors import ConfigError
+
+REFERENCE = Path(__file__).with_name("reference.json")
 
 
 @pytest.fixture(scope="module")
 def fresh():
-    ref = reg.load_reference()
-    q, fields, ml = reg.run_case(reg.REFERENCE_CONFIG, ref["steps"])
+    ref = reg.load_reference(REFERENCE)
+    q, fields, ml = run_case(REFERENCE_CONFIG, ref["steps"])
     return ref, q, fields, ml
 
 
@@ -54,3 +59,26 @@ def test_iteration_and_missing_quantities_are_reported(fresh):
     within = dict(q)
     within["diag.solver_iterations_pressure"] += reg.ITERATIONS_ATOL
     assert reg.compare(within, copy.deepcopy(ref)).ok
+
+
+def test_bad_reference_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="nope.json: no such file"):
+        reg.load_reference(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="bad.json: not JSON"):
+        reg.load_reference(bad)
+    bad.write_text('{"steps": 10}')
+    with pytest.raises(ConfigError, match="bad.json: no 'quantities'"):
+        reg.load_reference(bad)
+
+
+def test_regression_comparison_does_not_import_the_time_loop():
+    """diagnostics sits below the time loop: no import may run back up the layers."""
+    import ast
+
+    src = Path(reg.__file__).read_text(encoding="utf-8")
+    imported = [n.module for n in ast.walk(ast.parse(src))
+                if isinstance(n, ast.ImportFrom) and n.module]
+    assert not [m for m in imported if m.startswith(("dycore.timestepping", "dycore.checks",
+                                                    "dycore.config", "dycore.cli"))]

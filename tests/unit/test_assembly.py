@@ -6,17 +6,13 @@ the inverse of the 4×4 interpolation matrix) with no quadrature and no code fro
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import tiny_mesh
 
 from dycore.assembly.operators import build_mesh_operators
 from dycore.assembly.sparsity import build_sparsity, second_order_pattern
 from dycore.backend.cpu import CPUBackend
 from dycore.diagnostics.timers import StageTimers
-from dycore.mesh import GridSpec, generate_terrain_following, shuffle
-
-
-def _mesh():
-    spec = GridSpec(nx=4, ny=3, nz=3, lx=6000.0, ly=5000.0, lz=3000.0, dx_min=1000.0, dz_min=500.0)
-    return generate_terrain_following(spec, lambda x, y: 300.0 / (1 + (x * x + y * y) / 1e6))
+from dycore.mesh import shuffle
 
 
 def _reference_geometry(mesh):
@@ -41,7 +37,7 @@ def _ours(sparsity, values):
 
 @pytest.fixture(scope="module")
 def setup():
-    mesh = _mesh()
+    mesh = tiny_mesh(4, 4, 3, 300.0)
     s = build_sparsity(mesh.tets, mesh.nnodes)
     b = CPUBackend()
     asm = b.assembler(mesh, s, StageTimers())

@@ -13,7 +13,7 @@ import pytest
 from numba import config as numba_config
 from numba import cuda
 
-from dycore.assembly.element_kernels import NGI, QUAD_N, QUAD_W
+from dycore.assembly.weak_forms import NGI, QUAD_N, QUAD_W
 from dycore.assembly.sparsity import build_sparsity
 from dycore.bench.assembly import csr_find, lookup_by_search, tracer_inputs
 from dycore.bench.kernels import KERNELS, gpu_kernel, kernel_args, make_inputs
@@ -34,7 +34,7 @@ BY_NAME = {k.name: k for k in KERNELS}
 @pytest.fixture(scope="module")
 def mesh():
     """A 4x3x3-cell mountainwave3d mesh: 216 tetrahedra."""
-    import cases
+    from dycore import cases
 
     cfg = load_config(SMALL, {"mesh": {"nx": 4, "ny": 3, "nz": 3}})
     m = cfg.mesh
@@ -151,7 +151,7 @@ def test_cli_bench_smoke(tmp_path):
     env = dict(os.environ)
     proc = subprocess.run(
         [sys.executable, "-m", "dycore", "bench", str(SMALL), "--mesh", "4,4,3", "--repeat", "2",
-         "--backend", "cpu", "--json", str(out)],
+         "--paths", "cpu", "--json", str(out)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
@@ -161,3 +161,27 @@ def test_cli_bench_smoke(tmp_path):
     assert "gpu" not in res["kernels"]["shape_shape"]          # no GPU columns on the CPU
     assert res["kernels"]["shape_shape"]["cpu_1_core_GB_per_s"] > 0
     assert "element kernels" in proc.stdout
+
+
+def test_every_bench_loop_is_a_bench_kernel():
+    """The kernel table and the loop table (dycore.bench.loops.BENCH) name the same loops, and
+    each kernel's arguments are its loop's parameters."""
+    from dycore.bench.kernels import kernel_names
+    from dycore.bench.loops import BENCH
+
+    assert kernel_names() == [loop.name for loop in BENCH.loops]
+    assert BY_NAME["transform_to_physical"].inputs == ("tets", "coords", "weights")
+    assert BY_NAME["transform_to_physical"].outputs == ("dshape", "detwei")
+    assert BY_NAME["get_edge_lengths"].outputs == ("hbar",)
+
+
+def test_bench_backend_flag_is_a_deprecated_paths(capsys):
+    """`bench --backend` (which named code paths, unlike `run --backend`) is --paths now; the
+    old flag still parses, says it is deprecated, and may not contradict --paths."""
+    from dycore import cli
+
+    status = cli.main(["bench", str(SMALL), "--paths", "gpu", "--backend", "cpu"])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert "--backend is deprecated here, use --paths" in err
+    assert "--paths gpu and --backend cpu disagree" in err

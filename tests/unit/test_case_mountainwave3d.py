@@ -1,12 +1,12 @@
-"""The mountainwave3D case definition (cases.mountainwave3d) and case loading (cases)."""
+"""The mountainwave3D case definition (dycore.cases.mountainwave3d) and case loading (cases)."""
 import math
 
 import numpy as np
 import pydantic
 import pytest
 
-import cases
-from cases import available_cases, load_case
+from dycore import cases
+from dycore.cases import available_cases, load_case
 from dycore.errors import ConfigError, MeshError
 from dycore.mesh import FaceTag, Mesh, bandwidth
 

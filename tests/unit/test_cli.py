@@ -20,7 +20,7 @@ SMALL = REPO / "configs" / "mountainwave3d_small.yaml"
 # mountainwave3d case while the real one does not import yet (it is written elsewhere).
 _BOOT = textwrap.dedent("""
     import runpy, sys, types
-    import cases
+    from dycore import cases
     try:
         cases.load_case("mountainwave3d").Parameters
     except Exception:
@@ -54,7 +54,7 @@ class _StubParameters(BaseModel):
 
 def _use_stub_case_if_needed(monkeypatch) -> None:
     """Stand in for the mountainwave3d case (written elsewhere) while it does not import."""
-    import cases
+    from dycore import cases
 
     try:
         cases.load_case("mountainwave3d").Parameters  # noqa: B018

@@ -30,7 +30,7 @@ def _stub_load_case(name):
 @pytest.fixture(autouse=True)
 def loadable_case(monkeypatch):
     """The real mountainwave3d case if it imports, else a stub (the case is written elsewhere)."""
-    import cases
+    from dycore import cases
 
     try:
         cases.load_case("mountainwave3d").Parameters  # noqa: B018
@@ -51,24 +51,11 @@ def _error_lines(path: Path, overrides=None) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ defaults
-def test_defaults():
+def test_derived_values_of_the_defaults():
+    """What the defaults imply (not the defaults themselves, which the key reference lists):
+    the number of steps t_end / dt and the output path with its {case} placeholder filled."""
     config = default_config()
-    assert (config.mesh.nx, config.mesh.ny, config.mesh.nz) == (48, 48, 40)
-    assert (config.mesh.dx_min, config.mesh.dz_min) == (250.0, 125.0)
-    assert config.mesh.renumber == "rcm" and config.mesh.shuffle is False
-    assert config.physics.nu_h == 5.0 and config.physics.kappa_q_v == 1.0
-    assert config.physics.stabilisation == 1.0 and config.physics.coriolis_f == 0.0
-    assert (config.time.dt, config.time.t_end, config.time.theta) == (10.0, 3000.0, 0.5)
-    assert config.time.nonlinear_iterations == 2 and config.time.relaxation == 0.5
-    assert config.time.n_steps == 300
-    assert (config.solvers.pressure.method, config.solvers.pressure.preconditioner) == ("cg", "amg")
-    assert config.solvers.momentum.preconditioner == "block_jacobi"
-    assert (config.solvers.tracer.method, config.solvers.tracer.preconditioner) == ("gmres",
-                                                                                   "jacobi")
-    assert config.solvers.pressure.rtol == 1e-10 and config.solvers.tracer.max_iterations == 500
-    assert config.backend.name == "cpu" and config.backend.solver_mode == "host"
-    assert config.backend.assembly == "atomic" and config.backend.threads == 0
-    assert config.output.path == "output/{case}.nc" and config.output.output_interval == 300.0
+    assert config.time.n_steps == round(config.time.t_end / config.time.dt) == 300
     assert config.source_path is None
     assert config.output_path == Path("output/mountainwave3d.nc")
 
@@ -161,11 +148,11 @@ def test_dt_larger_than_t_end(tmp_path):
 
 def test_every_error_on_its_own_line(tmp_path):
     path = _write(tmp_path, "mesh: {nx: 0, ny: -2, dz_min: 0}\nphysics: {nu_h: -1}\n"
-                            "output: {diagnostics_every: 0}\n")
+                            "output: {diagnostics_every_steps: 0}\n")
     lines = _error_lines(path)
     keys = [line.split(": ")[1] for line in lines]
     assert keys == ["mesh.nx", "mesh.ny", "mesh.dz_min", "physics.nu_h",
-                    "output.diagnostics_every"]
+                    "output.diagnostics_every_steps"]
     assert all(line.startswith(f"{path}: ") and "(got " in line for line in lines)
 
 
@@ -308,7 +295,7 @@ def test_unknown_case(tmp_path):
 
 
 def test_case_parameters_validated_by_the_case(tmp_path):
-    import cases
+    from dycore import cases
 
     params_cls = cases.load_case("mountainwave3d").Parameters
     name, field = next(iter(params_cls.model_fields.items()))
@@ -401,7 +388,7 @@ def test_reference_contains_every_key():
 
 
 def test_reference_lists_case_parameters():
-    import cases
+    from dycore import cases
 
     params_cls = cases.load_case("mountainwave3d").Parameters
     text = config_reference_markdown()
@@ -428,3 +415,16 @@ def test_mesh_core_keys_go_together(tmp_path):
                                      "core_dx: 500.0}\n"))
     with pytest.raises(ConfigError, match=r"mesh\.split"):
         load_config(_write(tmp_path, "mesh: {split: delaunay}\n"))
+
+
+def test_diagnostics_every_is_a_deprecated_name(tmp_path, caplog):
+    """output.diagnostics_every [steps] was renamed diagnostics_every_steps (beside the [s]
+    intervals): the old key still works with a notice, both together are an error."""
+    old = _write(tmp_path, "output: {diagnostics_every: 3}\n")
+    with caplog.at_level("WARNING", logger="dycore"):
+        cfg = load_config(old)
+    assert cfg.output.diagnostics_every_steps == 3 and cfg.output.diagnostics_every == 3
+    assert "output.diagnostics_every is deprecated" in caplog.text
+    both = _write(tmp_path, "output: {diagnostics_every: 3, diagnostics_every_steps: 3}\n")
+    (line,) = _error_lines(both)
+    assert "output.diagnostics_every: give only its new name" in line

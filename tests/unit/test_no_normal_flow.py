@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import cases.mountainwave3d as case
+import dycore.cases.mountainwave3d as case
 from dycore.assembly import no_normal_flow as nnf_mod
 from dycore.assembly.operators import _projected_inverse_mass
 from dycore.assembly.sparsity import build_sparsity

@@ -1,4 +1,5 @@
-"""Plane sections of P1 fields (exact for linear fields, masked outside the mesh) and plot_w."""
+"""Plane sections of P1 fields (exact for linear fields, masked outside the mesh), the ground
+surface (terrain contours on the horizontal panel) and plot_w."""
 from __future__ import annotations
 
 import itertools
@@ -175,3 +176,57 @@ def test_plot_diagnostics_of_a_file_without_steps(tmp_path):
     _write_run(path, coords, tets, coords[:, 0])
     with pytest.raises(OutputError, match="holds no time step yet"):
         plot_diagnostics(path)
+
+
+def test_ground_surface_is_the_terrain():
+    from dycore.io.plot import ground_surface
+
+    coords, tets = box_mesh(8, 8, 4, terrain=_bump)
+    ground = ground_surface(coords, tets)
+    assert ground.triangles.shape == (2 * 8 * 8, 3) and ground.xy.shape == (9 * 9, 2)
+    # the ground nodes are the z = h(x, y) layer, exactly
+    np.testing.assert_array_equal(ground.height, _bump(ground.xy[:, 0], ground.xy[:, 1]))
+    p = ground.xy[ground.triangles]
+    e1, e2 = p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]
+    area = 0.5 * np.abs(e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]).sum()
+    assert area == pytest.approx((LX[1] - LX[0]) * (LY[1] - LY[0]), rel=1e-12)
+    flat = ground_surface(*box_mesh(3, 3, 2))
+    assert flat.triangles.shape == (18, 3) and not flat.height.any()
+
+
+def test_terrain_on_the_horizontal_panel():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from dycore.io.plot import _draw_terrain_contours, ground_surface
+
+    coords, tets = box_mesh(16, 16, 4, terrain=_bump)
+    ground = ground_surface(coords, tets)
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    ax.set_xlim(-3e-3, 3e-3)          # km: the box is 6 m wide
+    ax.set_ylim(-3e-3, 3e-3)
+    # h from 0.0072 to 0.6 m: interval 0.2 m -> contours at 0.2 and 0.4 m
+    assert _draw_terrain_contours(ax, ground, z_level=0.5) == "terrain (brown) every 0.2 m"
+    filled, lines = ax.collections[0], ax.collections[1]
+    assert list(filled.levels[:1]) == [0.5]               # grey where the ground is above z
+    assert list(lines.levels) == [0.2, 0.4]
+    assert [t.get_text() for t in ax.texts] and all(t.get_text() in ("0.2 m", "0.4 m")
+                                                    for t in ax.texts)
+    flat_ax = Figure().subplots()
+    assert _draw_terrain_contours(flat_ax, ground_surface(*box_mesh(3, 3, 2)), 1.0) == \
+        "flat ground at z = 0 m"
+
+
+def test_nodes_a_round_off_off_the_plane_leave_no_cracks():
+    """Nodes 1e-13 m off the plane y = 0 (as in a gmsh mesh) used to give section vertices a
+    round-off apart, whose sliver triangles were dropped: cracks drawn as terrain."""
+    coords, tets = box_mesh(6, 6, 3)
+    on = coords[:, 1] == 0.0
+    coords[on, 1] += np.random.default_rng(1).choice([-1e-13, 1e-13], on.sum())
+    section = plane_section(coords, tets, coords[:, 0], axis=1, level=0.0)
+    assert _area(section) == pytest.approx(6.0 * LZ, rel=1e-12)
+    seg = section.points[section.boundary_edges]
+    assert np.linalg.norm(seg[:, 1] - seg[:, 0], axis=1).sum() == pytest.approx(2 * (6.0 + LZ),
+                                                                                 rel=1e-12)

@@ -71,6 +71,21 @@ def test_courant_number_uses_the_smallest_horizontal_spacing():
     assert preflight.courant_number(10.0, 20.0, coords) == pytest.approx(2.0)   # 10*20/100
 
 
+def test_courant_number_from_element_extents():
+    """Given the tets: the generated mesh's smallest spacing (every tet spans its cell), and a
+    sensible one on a mesh whose node x values are not grid lines (a rotated copy)."""
+    import dycore.cases.mountainwave3d as mw
+
+    mesh = mw.build_mesh(mw.Parameters(), nx=6, ny=4, nz=2, dx_min=3000.0, dz_min=2000.0)
+    grid = preflight.courant_number(10.0, 20.0, mesh.coords)
+    assert preflight.courant_number(10.0, 20.0, mesh.coords, mesh.tets) == grid
+    assert grid == pytest.approx(10.0 * 20.0 / 3000.0, rel=1e-12)
+    c, s = np.cos(0.3), np.sin(0.3)
+    turned = mesh.coords @ np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
+    assert preflight.courant_number(10.0, 20.0, turned) > 100 * grid     # grid lines: nonsense
+    assert grid < preflight.courant_number(10.0, 20.0, turned, mesh.tets) < 1.5 * grid
+
+
 def test_watch_step_problems():
     watch = preflight.StabilityWatch(10.0, 10.0)
     assert watch.step_problem({"max_abs_w": 99.0, "kinetic_energy": 1.0,

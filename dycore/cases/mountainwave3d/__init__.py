@@ -7,9 +7,9 @@ flow over an isolated mountain, Smith (1980), Tellus 32, 348-364. See README.md 
 
 Public API
 ----------
-``Parameters`` (pydantic model), ``terrain``, ``build_mesh``, ``sponge``, ``theta_bar``,
-``dtheta_bar_dz``, ``q_v_ref``, ``reference_state``, ``initial_state``, ``DIRICHLET_TAGS``,
-``NO_NORMAL_FLOW_TAGS``, ``NAME``.
+``Parameters`` (pydantic model), ``terrain``, ``build_mesh``, ``check_mesh``, ``sponge``,
+``theta_bar``, ``dtheta_bar_dz``, ``q_v_ref``, ``reference_state``, ``initial_state``,
+``DIRICHLET_TAGS``, ``NO_NORMAL_FLOW_TAGS``, ``NAME``.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ __all__ = [
     "terrain",
     "ground_normals",
     "build_mesh",
+    "check_mesh",
     "sponge",
     "theta_bar",
     "dtheta_bar_dz",
@@ -248,6 +249,76 @@ def build_mesh(params: Parameters, *, nx: int = 48, ny: int = 48, nz: int = 40,
     if shuffle:
         mesh = _renumber.shuffle(mesh, seed)
     return mesh
+
+
+#: relative tolerance (of the largest domain length) of :func:`check_mesh`'s plane tests
+MESH_PLANE_RTOL = 1e-6
+
+
+def check_mesh(params: Parameters, mesh: Mesh, source: str = "mesh") -> None:
+    """Check that a mesh read from a file (``mesh.file``) is a mesh of this case's domain.
+
+    The sponge, the Dirichlet values and the stability limits are set from ``params``, so the
+    file must mesh ``[-lx/2, lx/2] x [-ly/2, ly/2] x [ground, lz]``: every :class:`FaceTag`
+    present; the west / east / south / north / top faces on ``x = -lx/2``, ``x = lx/2``,
+    ``y = -ly/2``, ``y = ly/2``, ``z = lz``; every node inside the box (tolerance
+    :data:`MESH_PLANE_RTOL` x ``max(lx, ly, lz)``). The ground may differ from
+    :func:`terrain` (the run uses the file's ground); a difference above 1 % of ``h0`` (at least
+    1 m) is announced once, since ``dycore verify``'s linear theory uses ``h0`` and ``a``.
+
+    Parameters
+    ----------
+    params : Parameters
+    mesh : Mesh
+    source : str
+        Names the mesh in messages (the file).
+
+    Raises
+    ------
+    MeshError
+        A tag without faces, a face off its plane or a node outside the box (names the tag, the
+        plane, the node's coordinates and the parameters to change).
+    """
+    import logging
+
+    c = mesh.coords
+    tol = MESH_PLANE_RTOL * max(params.lx, params.ly, params.lz)
+    planes = {FaceTag.WEST: (0, -0.5 * params.lx, "-lx/2"),
+              FaceTag.EAST: (0, 0.5 * params.lx, "lx/2"),
+              FaceTag.SOUTH: (1, -0.5 * params.ly, "-ly/2"),
+              FaceTag.NORTH: (1, 0.5 * params.ly, "ly/2"),
+              FaceTag.TOP: (2, params.lz, "lz")}
+    hint = (f"the case's domain is lx = {params.lx:g} m, ly = {params.ly:g} m, lz = "
+            f"{params.lz:g} m centred on x = y = 0 (set case.parameters lx, ly, lz to the mesh's "
+            f"box)")
+    for tag in FaceTag:
+        nodes = mesh.tagged_nodes([tag])
+        if nodes.size == 0:
+            raise MeshError(f"{source}: no boundary face is tagged {tag.name.lower()}; the case "
+                            f"needs all of ground, top, west, east, south, north")
+        if tag in planes:
+            axis, level, name = planes[tag]
+            off = np.abs(c[nodes, axis] - level)
+            if off.max() > tol:
+                k = int(nodes[np.argmax(off)])
+                raise MeshError(f"{source}: node {k} at {c[k].tolist()} of a "
+                                f"{tag.name.lower()} face is off the plane {'xyz'[axis]} = "
+                                f"{name} = {level:g} m; {hint}")
+    lo = np.array([-0.5 * params.lx, -0.5 * params.ly, -math.inf]) - tol
+    hi = np.array([0.5 * params.lx, 0.5 * params.ly, params.lz]) + tol
+    out = np.flatnonzero(((c < lo) | (c > hi)).any(axis=1))
+    if out.size:
+        raise MeshError(f"{source}: node {out[0]} at {c[out[0]].tolist()} lies outside the "
+                        f"domain; {hint}")
+    ground = mesh.tagged_nodes([FaceTag.GROUND])
+    dev = np.abs(c[ground, 2] - terrain(params, c[ground, 0], c[ground, 1]))
+    if dev.max() > max(0.01 * params.h0, 1.0):
+        k = int(ground[np.argmax(dev)])
+        logging.getLogger("dycore").warning(
+            "notice: %s: the ground differs from the case's terrain (h0 = %g m, a = %g m) by up "
+            "to %.4g m (at x = %g m, y = %g m); the run uses the file's ground, dycore verify's "
+            "linear theory the case's h0 and a", source, params.h0, params.a, float(dev.max()),
+            c[k, 0], c[k, 1])
 
 
 # ------------------------------------------------------------------------ sponge, states

@@ -1,6 +1,6 @@
 """Test-case definitions: one sub-package per case, loaded by the configuration's case name.
 
-A case package (e.g. :mod:`cases.mountainwave3d`) provides its ``Parameters`` model, mesh
+A case package (e.g. :mod:`dycore.cases.mountainwave3d`) provides its ``Parameters`` model, mesh
 builder, background/reference/initial states, sponge and boundary tags.
 """
 from __future__ import annotations
@@ -59,13 +59,27 @@ def build_config_mesh(config, case: ModuleType | None = None, params=None):
     -------
     dycore.mesh.Mesh
 
+    With ``mesh.file`` the mesh is read from that file (:func:`dycore.mesh.read.read_mesh`,
+    renumbered as ``mesh.renumber`` says, then shuffled when ``mesh.shuffle``) and checked
+    against the case by its ``check_mesh(params, mesh, source)`` when the case has one.
+
     Raises
     ------
-    ConfigError for an unknown case; MeshError from the builder.
+    ConfigError for an unknown case; MeshError from the builder, the reader or the case's check.
     """
     case = load_case(config.case.name) if case is None else case
     params = config.case.build_parameters() if params is None else params
     m = config.mesh
+    if m.file is not None:
+        from dycore.mesh import read_mesh, shuffle
+
+        mesh = read_mesh(m.file, renumber=m.renumber)
+        if m.shuffle:
+            mesh = shuffle(mesh, m.seed)
+        check = getattr(case, "check_mesh", None)
+        if check is not None:
+            check(params, mesh, source=m.file)
+        return mesh
     return case.build_mesh(params, nx=m.nx, ny=m.ny, nz=m.nz, dx_min=m.dx_min, dz_min=m.dz_min,
                            renumber=m.renumber, shuffle=m.shuffle, seed=m.seed, split=m.split,
                            core_x=m.core_x, core_y_half=m.core_y_half, core_dx=m.core_dx,

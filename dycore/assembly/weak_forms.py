@@ -1,9 +1,10 @@
-"""Per-element physics: the local matrices and vectors of every operator (docs/equations.md §2–§4).
+"""The weak forms: local matrices and vectors of every operator (docs/equations.md §2–§4).
 
 These are the ONE source of the assembly arithmetic. Each function takes element-local arrays
-(gathered by a launcher), calls the fem element functions, and fills local outputs. The CPU
-launchers (:mod:`dycore.assembly.cpu`) and the GPU kernels (:mod:`dycore.backend.gpu_kernels`)
-both call them; neither holds arithmetic of its own beyond gather and scatter.
+(gathered by a driver), calls the fem element functions, and fills local outputs. Each has one
+loop in :data:`dycore.assembly.loops.ASSEMBLY`, from which the CPU drivers
+(:mod:`dycore.assembly.cpu_loops`) and the GPU kernels (:mod:`dycore.backend.gpu_loops`) are
+generated; neither holds arithmetic of its own beyond gather and scatter.
 
 Notation (docs/equations.md §3): M consistent mass ∫NᵢNⱼ; M_L lumped mass (row sums of M); A advection
 ∫Nᵢ(u·∇Nⱼ); K diffusion ∫∇Nᵢ·T∇Nⱼ; S sponge ∫σNᵢNⱼ; L = A + K + S.

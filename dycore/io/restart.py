@@ -1,0 +1,298 @@
+"""Restart points and checkpoints: where ``dycore run --restart FILE[@TIME]`` continues from.
+
+A restart point is one complete snapshot of a file written by
+:class:`~dycore.io.netcdf.SnapshotWriter`: the run's output file, or its **checkpoint**
+(``<stem>.checkpoint.nc`` beside it, written every ``output.checkpoint_interval`` by
+:func:`write_checkpoint`). A checkpoint is an output file of one snapshot with a
+``checkpoint_of`` attribute naming its output file; it is written to a temporary name, closed,
+fsync'ed and renamed over the previous one (``os.replace``), so at every moment the checkpoint
+on disk is a complete file, whatever happens to the process. One reader (:func:`read_restart`)
+reads both; :func:`find_restart` adds the choice between an output file and its checkpoint
+(docs/output.md, "Restart" and "Checkpoints").
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from dycore.dtypes import INDEX, REAL
+from dycore.errors import OutputError
+from dycore.io.netcdf import FIELDS, SnapshotWriter, open_output
+
+__all__ = ["RestartPoint", "read_restart", "find_restart", "checkpoint_path",
+           "write_checkpoint", "snapshots_upto", "CHECKPOINT_SUFFIX"]
+
+log = logging.getLogger("dycore")
+
+#: what a checkpoint's name ends with: ``out.nc`` -> ``out.checkpoint.nc``
+CHECKPOINT_SUFFIX = ".checkpoint.nc"
+
+
+@dataclass
+class RestartPoint:
+    """One complete snapshot of an output file to continue a run from (:func:`read_restart`).
+
+    Attributes
+    ----------
+    path : Path; index : int (time record); t : float (model time [s], as stored)
+    step : int (time-step number: ``snapshot_step``, else round(t / dt) for files without it)
+    fields : dict of str to ndarray (nnodes,) float64 (every name of :data:`FIELDS`)
+    coords : ndarray (nnodes, 3); cell_nodes : ndarray (nele, 4) 0-based
+    config_yaml : str (the file's ``config`` attribute)
+    later : int (time records after ``index`` that hold a time: discarded when appending)
+    checkpoint_of : Path or None (for a checkpoint: the output file it belongs to, beside it)
+    """
+
+    path: Path
+    index: int
+    t: float
+    step: int
+    fields: dict
+    coords: np.ndarray
+    cell_nodes: np.ndarray
+    config_yaml: str
+    later: int
+    checkpoint_of: Path | None = None
+
+
+def checkpoint_path(output: str | Path) -> Path:
+    """The checkpoint file of the output file ``output``: beside it, its stem (its whole name
+    when it does not end in ``.nc``) + :data:`CHECKPOINT_SUFFIX`.
+
+    >>> checkpoint_path("output/run.nc").as_posix()
+    'output/run.checkpoint.nc'
+    """
+    output = Path(output)
+    stem = output.stem if output.suffix == ".nc" else output.name
+    return output.with_name(stem + CHECKPOINT_SUFFIX)
+
+
+def _times_text(times: np.ndarray, limit: int = 8) -> str:
+    shown = [f"{t:g}" for t in times[:limit // 2]]
+    if len(times) > limit:
+        shown.append("...")
+        shown += [f"{t:g}" for t in times[-(limit // 2):]]
+    else:
+        shown = [f"{t:g}" for t in times]
+    return ", ".join(shown) + " s"
+
+
+def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> RestartPoint:
+    """The snapshot of ``path`` (an output file or a checkpoint) to restart from: the last
+    complete one, or the one at ``at``.
+
+    A snapshot is complete when its time is finite and every field of :data:`FIELDS` is finite
+    (a run killed while writing a record leaves NaN, the variables' fill value). ``at`` [s]
+    selects the snapshot whose stored time is nearest to it, within ``dt / 2`` [s].
+
+    Raises
+    ------
+    OutputError
+        The file cannot be read, is not a dycore output file, or holds no complete snapshot
+        (or the one at ``at`` is incomplete).
+    ConfigError
+        No snapshot lies within ``dt / 2`` of ``at`` (names the file's snapshot times).
+    """
+    from dycore.errors import ConfigError
+
+    path = Path(path)
+    ds = open_output(path, ("x", "y", "z", "cell_nodes", "time", *FIELDS), ("config",),
+                     "; cannot restart from it", what="restart file")
+    try:
+        times = np.asarray(ds.variables["time"][:], dtype=REAL)
+        valid = np.flatnonzero(np.isfinite(times))
+
+        def complete(i: int) -> dict | None:
+            values = {n: np.asarray(ds.variables[n][i, :], dtype=REAL) for n in FIELDS}
+            return values if all(np.isfinite(v).all() for v in values.values()) else None
+
+        index, fields = None, None
+        if at is None:
+            for i in valid[::-1]:
+                fields = complete(int(i))
+                if fields is not None:
+                    index = int(i)
+                    break
+            if index is None:
+                raise OutputError(f"{path}: holds no complete snapshot to restart from")
+        else:
+            if valid.size:
+                i = int(valid[np.argmin(np.abs(times[valid] - at))])
+            if not valid.size or not abs(times[i] - at) <= dt / 2:
+                raise ConfigError(
+                    f"--restart {path}@{at:g}: no snapshot within time.dt / 2 = {dt / 2:g} s of "
+                    f"t = {at:g} s; the file's snapshots: "
+                    f"{_times_text(times[valid]) if valid.size else 'none'}")
+            fields = complete(i)
+            if fields is None:
+                raise OutputError(f"{path}: the snapshot at t = {times[i]:g} s is incomplete "
+                                  "(NaN values: the run was stopped while writing it); restart "
+                                  "from an earlier one")
+            index = i
+        t = float(times[index])
+        step = -1
+        if "snapshot_step" in ds.variables:
+            step = int(ds.variables["snapshot_step"][index])
+        if step < 0:
+            step = int(round(t / dt))
+        coords = np.column_stack([np.asarray(ds.variables[c][:], dtype=REAL) for c in "xyz"])
+        conn = ds.variables["cell_nodes"]
+        cell_nodes = np.asarray(conn[:, :], dtype=INDEX) - INDEX(getattr(conn, "start_index", 0))
+        owner = ds.getncattr("checkpoint_of") if "checkpoint_of" in ds.ncattrs() else None
+        point = RestartPoint(path=path, index=index, t=t, step=step, fields=fields,
+                             coords=coords, cell_nodes=cell_nodes,
+                             config_yaml=str(ds.getncattr("config")),
+                             later=int(np.count_nonzero(valid > index)),
+                             checkpoint_of=None if owner is None else path.with_name(str(owner)))
+    except (OSError, RuntimeError, KeyError, IndexError) as exc:
+        raise OutputError(f"{path}: cannot read restart file ({exc})") from None
+    finally:
+        ds.close()
+    return point
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve() or Path(a).samefile(b)
+    except OSError:
+        return False
+
+
+def find_restart(path: str | Path, at: float | None = None, *, dt: float) -> RestartPoint:
+    """The restart point for ``--restart path[@at]``, taking the checkpoint of ``path`` into
+    account (``path`` itself may also be a checkpoint).
+
+    When ``path`` is an output file whose checkpoint (:func:`checkpoint_path`) exists and
+    belongs to it (its ``checkpoint_of``):
+
+    - ``path`` cannot be opened or holds no usable snapshot (a file cut off mid-write by a
+      killed process): the checkpoint is used, with a notice naming both (for ``at``: when the
+      checkpoint's time is within ``dt / 2`` of it);
+    - without ``at``, the checkpoint is used when it is later than ``path``'s last complete
+      snapshot (a notice says so), else ``path``'s snapshot.
+
+    Raises
+    ------
+    OutputError, ConfigError as :func:`read_restart` (the error about ``path``; when its
+    checkpoint was tried too, the message says why that failed).
+    """
+    path = Path(path)
+    checkpoint = checkpoint_path(path)
+    if path.name.endswith(CHECKPOINT_SUFFIX) or not checkpoint.is_file():
+        return read_restart(path, at, dt=dt)
+
+    def own_checkpoint() -> RestartPoint:
+        point = read_restart(checkpoint, None, dt=dt)
+        if point.checkpoint_of is None or not _same_file(point.checkpoint_of, path):
+            raise OutputError(f"{checkpoint}: not the checkpoint of {path} (its checkpoint_of "
+                              f"is {point.checkpoint_of})")
+        return point
+
+    try:
+        point = read_restart(path, at, dt=dt)
+    except OutputError as exc:
+        try:
+            saved = own_checkpoint()
+        except OutputError as why:
+            raise OutputError(f"{exc}; its checkpoint cannot be used either: {why}") from None
+        if at is not None and not abs(saved.t - at) <= dt / 2:
+            raise OutputError(f"{exc}; its checkpoint {checkpoint} holds t = {saved.t:g} s, not "
+                              f"t = {at:g} s: restart with --restart {checkpoint}") from None
+        log.warning("notice: %s; restarting from its checkpoint %s (t = %g s, step %d)",
+                    exc, checkpoint, saved.t, saved.step)
+        return saved
+    if at is None:
+        try:
+            saved = own_checkpoint()
+        except OutputError as why:
+            log.warning("notice: %s: checkpoint not used (%s)", checkpoint, why)
+            return point
+        if saved.step > point.step:
+            log.warning("notice: restarting from the checkpoint %s (t = %g s, step %d), later "
+                        "than the last complete snapshot of %s (t = %g s)", checkpoint, saved.t,
+                        saved.step, path, point.t)
+            return saved
+    return point
+
+
+def snapshots_upto(path: str | Path, step: int, *, dt: float) -> tuple[int, int]:
+    """(records to keep, later snapshots) of output file ``path`` when a run continues it after
+    step ``step``: the time records up to the last one with a snapshot at or before ``step``,
+    and how many records after those hold a time (they would be discarded).
+
+    Raises
+    ------
+    OutputError
+        ``path`` cannot be opened or is not a dycore output file.
+    """
+    ds = open_output(path, ("time",), what="output file")
+    try:
+        times = np.asarray(ds.variables["time"][:], dtype=REAL)
+        if "snapshot_step" in ds.variables:
+            steps = np.asarray(ds.variables["snapshot_step"][:], dtype=np.int64)
+        else:
+            steps = np.full(times.shape, -1, dtype=np.int64)
+    except (OSError, RuntimeError, KeyError, IndexError) as exc:
+        raise OutputError(f"{path}: cannot read output file ({exc})") from None
+    finally:
+        ds.close()
+    valid = np.isfinite(times)
+    steps = np.where(steps < 0, np.round(np.where(valid, times, 0.0) / dt), steps)
+    upto = np.flatnonzero(valid & (steps <= step))
+    keep = int(upto[-1]) + 1 if upto.size else 0
+    return keep, int(np.count_nonzero(valid[keep:]))
+
+
+def write_checkpoint(path: str | Path, mesh: Any, t: float, step: int,
+                     fields: Mapping[str, np.ndarray], *, config_yaml: str, version: str,
+                     output: str | Path) -> Path:
+    """Replace the checkpoint ``path`` atomically by the state at model time ``t`` [s] after
+    step ``step``.
+
+    The file is a :class:`SnapshotWriter` file with one snapshot (mesh, ``fields``: every name
+    of :data:`FIELDS`, (nnodes,) float64 host arrays, ``config`` attribute) and the global
+    attribute ``checkpoint_of`` = ``output``'s file name. It is written to ``path`` + ``.tmp``,
+    closed, fsync'ed, renamed over ``path`` (``os.replace``, atomic on POSIX) and the folder
+    fsync'ed: a process killed at any moment leaves either the previous checkpoint or this one.
+
+    Returns
+    -------
+    Path : ``path``.
+
+    Raises
+    ------
+    OutputError
+        The checkpoint cannot be written (names the file).
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    missing = [name for name in FIELDS if name not in fields]
+    if missing:
+        raise OutputError(f"{path}: a checkpoint needs every field; missing {', '.join(missing)}")
+    with SnapshotWriter(tmp, mesh, config_yaml=config_yaml, version=version,
+                        title="dycore checkpoint") as writer:
+        try:
+            writer._dataset().setncattr("checkpoint_of", Path(output).name)
+        except (OSError, RuntimeError) as exc:
+            raise OutputError(f"{tmp}: cannot write checkpoint ({exc})") from None
+        writer.write_snapshot(t, fields, step=step)
+    try:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot replace checkpoint ({exc})") from None
+    return path

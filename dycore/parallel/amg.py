@@ -1,0 +1,112 @@
+"""The pressure V-cycle of the device solvers, distributed over ranks: one global hierarchy.
+
+The hierarchy (:class:`dycore.solvers.amg.HostHierarchy`: PyAMG smoothed aggregation, Chebyshev
+or damped-Jacobi smoothing, dense pseudo-inverse on the coarsest level) is built once on rank 0
+from the global pressure matrix and broadcast. Every level's A, R and P is distributed by rows
+(:func:`~dycore.parallel.rowmatrix.distribute_rows`): level-0 rows as the mesh partition,
+a coarse node (an aggregate) on the rank owning the first fine row of its column of P. The
+coarsest right-hand side (a few hundred values) is all-gathered and each rank applies its rows
+of the pseudo-inverse.
+
+Smoothing is a polynomial in D⁻¹A, applied entry by entry, and every product is the serial
+row sum, so the cycle gives the bits of :func:`dycore.solvers.amg.vcycle_reference` with one
+thread per row (``max_group=1``) on any number of ranks — unlike a rank-local hierarchy
+(:class:`~dycore.parallel.krylov.LocalAMG`), whose iteration count grows with the rank count
+(docs/architecture.md, "Scaling out").
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from dycore.parallel.rowmatrix import distribute_rows
+
+__all__ = ["DistributedVCycle", "coarse_owners"]
+
+
+def coarse_owners(p, fine_owner: np.ndarray) -> np.ndarray:
+    """Owner of every coarse node: the owner of the first fine row of its column of P.
+
+    Parameters
+    ----------
+    p : SciPy sparse (n_fine, n_coarse) prolongation; fine_owner : (n_fine,) int
+
+    Returns
+    -------
+    (n_coarse,) int64
+
+    Raises
+    ------
+    ValueError if a column of P is empty.
+    """
+    pc = sp.csc_matrix(p)
+    pc.sort_indices()
+    if np.any(np.diff(pc.indptr) == 0):
+        raise ValueError("prolongation with an empty column")
+    return np.asarray(fine_owner, np.int64)[pc.indices[pc.indptr[:-1]]]
+
+
+class DistributedVCycle:
+    """z ≈ A⁻¹ r on owned rows (a symmetric preconditioner for :func:`~dycore.parallel.krylov.cg`).
+
+    Parameters
+    ----------
+    comm : mpi4py communicator
+    a : SciPy CSR of the GLOBAL pressure matrix (rank 0's copy is used)
+    owner : (n,) int — rank of every fine row (the mesh partition)
+    smoother, sweeps : as :class:`dycore.solvers.amg.HostHierarchy`
+
+    Attributes
+    ----------
+    sizes : list of int — unknowns per level; owned : list of (n_owned,) per level
+    """
+
+    def __init__(self, comm, a, owner, smoother: str = "chebyshev", sweeps: int = 2):
+        from dycore.solvers.amg import HostHierarchy
+        h = HostHierarchy(a, smoother=smoother, sweeps=sweeps) if comm.rank == 0 else None
+        h = comm.bcast(h, root=0)
+        self.comm, self.sizes = comm, h.sizes
+        owners = [np.asarray(owner, np.int64)]
+        for _, p, _, _, _ in h.levels:
+            owners.append(coarse_owners(p, owners[-1]))
+        self.levels = []
+        for lev, (A, P, R, dinv, coef) in enumerate(h.levels):
+            own, own_c = owners[lev], owners[lev + 1]
+            mine = np.flatnonzero(own == comm.rank)
+            self.levels.append((distribute_rows(comm, A, own, own),
+                                distribute_rows(comm, R, own_c, own),
+                                distribute_rows(comm, P, own, own_c), dinv[mine], coef))
+        last = owners[-1]
+        self.coarse_rows = np.flatnonzero(last == comm.rank)
+        self.coarse_inv = sp.csr_matrix(h.coarse_inv)[self.coarse_rows]
+        self.coarse_inv.has_sorted_indices = False
+        self.n_coarse = last.size
+        self.owned = [np.flatnonzero(o == comm.rank) for o in owners]
+
+    def _coarse(self, b):
+        pieces = self.comm.allgather((self.coarse_rows, b))
+        full = np.zeros(self.n_coarse)
+        for rows, vals in pieces:
+            full[rows] = vals
+        return self.coarse_inv @ full
+
+    @staticmethod
+    def _smooth(a, dinv, coef, b, x):
+        d = None
+        for c1, c2 in coef:
+            r = b if x is None else b - a.matvec(x)
+            d = c1 * (dinv * r) + (0.0 if d is None else c2 * d)
+            x = d.copy() if x is None else x + d
+        return x
+
+    def _cycle(self, level, b):
+        if level == len(self.levels):
+            return self._coarse(b)
+        a, r, p, dinv, coef = self.levels[level]
+        x = self._smooth(a, dinv, coef, b, None)
+        x = x + p.matvec(self._cycle(level + 1, r.matvec(b - a.matvec(x))))
+        return self._smooth(a, dinv, coef, b, x)
+
+    def __call__(self, r):
+        """One V-cycle: r (n_owned,) float64 owned residual -> (n_owned,) correction."""
+        return self._cycle(0, np.asarray(r, np.float64).reshape(-1))

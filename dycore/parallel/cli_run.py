@@ -1,0 +1,52 @@
+"""``dycore run`` under ``mpiexec``: the command's MPI branch (errors and output once, rank 0).
+
+``dycore.cli`` calls :func:`cmd_run_mpi` when :func:`~dycore.parallel.run.launched_ranks` says
+the process was started by an MPI launcher (``mpiexec -n K dycore run CONFIG`` or
+``mpiexec -n K python -m dycore run CONFIG``; ``-n 1`` also takes this branch, the serial code
+path is plain ``dycore run``).
+"""
+from __future__ import annotations
+
+import logging
+
+from dycore.errors import ConfigError, DycoreError
+
+__all__ = ["cmd_run_mpi"]
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG_ERROR = 0, 1, 2
+
+
+def cmd_run_mpi(args, config) -> int:
+    """Run ``config`` over the launched ranks with ``args`` of ``dycore run``.
+
+    Returns the exit status. A DycoreError (raised alike on every rank) propagates on rank 0
+    only, where the CLI prints it; the other ranks return the same status silently, and their
+    ``dycore`` log (warnings, progress) is silenced. Options the MPI branch lacks
+    (``--restart``) raise ConfigError.
+    """
+    from dycore.parallel.mpi import world
+    from dycore.parallel.run import run_distributed
+
+    comm = world()
+    if comm.rank != 0:         # warnings and progress once: rank 0 logs for all
+        logging.getLogger("dycore").setLevel(logging.CRITICAL + 1)
+    try:
+        if getattr(args, "restart", None) is not None:
+            raise ConfigError("--restart: not available in MPI runs yet (restart serially, or "
+                              "start a new run)")
+        summary = run_distributed(config, max_steps=args.steps, overwrite=args.overwrite,
+                                  comm=comm)
+    except DycoreError as exc:
+        if comm.rank == 0:
+            raise
+        return EXIT_CONFIG_ERROR if isinstance(exc, ConfigError) else EXIT_ERROR
+    if comm.rank != 0:
+        return EXIT_OK
+    print(summary.timers_table)
+    print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time "
+          f"on {comm.size} MPI ranks")
+    print(f"output: {summary.output_path}")
+    if "xdmf" in config.output.formats:
+        from dycore.cli import _export_xdmf
+        _export_xdmf(summary.output_path)
+    return EXIT_OK

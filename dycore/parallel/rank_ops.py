@@ -1,0 +1,137 @@
+"""What the serial Picard stepper needs from a backend, for one MPI rank on the CPU.
+
+- :class:`RankVectorOps`: the step's vector operations over LOCAL arrays (owned nodes, then
+  ghosts). Element-wise operations are the CPU backend's own (``CPUVectorOps``), applied to
+  every local entry: with consistent inputs the ghost entries come out as the owners' bits.
+  The reductions (``max_abs_diff``, ``step_scalars``) read owned entries only and combine the
+  ranks (maxima with ``MPI.MAX``, the kinetic energy with the exact sum, the non-finite count
+  with an integer sum), so every rank takes the same early-exit branch.
+- :class:`OwnedRowsOperator`: a mesh-only sparse operator (C, Cᵀ, KMK) restricted to the
+  owned rows, global column order kept; its ``matvec`` writes the owned rows and then fills
+  the ghosts of the result from their owners (depth-2 halo).
+- :class:`RankBackend`: the backend value the stepper sees (NumPy arrays, these operations).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from dycore.backend.cpu import CPUVectorOps
+from dycore.diagnostics.timers import WallMarker
+from dycore.parallel.halo import HaloExchange
+from dycore.parallel.reduce import exact_parts, parts_to_float
+
+__all__ = ["OwnedRowsOperator", "RankBackend", "RankVectorOps"]
+
+
+class RankVectorOps(CPUVectorOps):
+    """CPUVectorOps over local arrays with rank-combined reductions.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator; n_owned : int — owned entries lead every local array
+    """
+
+    def __init__(self, comm, n_owned: int):
+        self.comm, self.n_owned = comm, int(n_owned)
+
+    def _max(self, v: float) -> float:
+        from mpi4py import MPI
+        return float(self.comm.allreduce(float(v), op=MPI.MAX))
+
+    @staticmethod
+    def scatter_fill(a, idx, value) -> None:
+        """a[idx] = value for the local indices ≥ 0 (−1 marks a node this rank lacks)."""
+        idx = np.asarray(idx)
+        a[idx[idx >= 0]] = value
+
+    def max_abs_diff(self, x, y, out, slot) -> None:
+        """out[slot] = max over all owned entries of all ranks of |x − y|."""
+        o = self.n_owned
+        d = np.abs(x[:o] - y[:o])
+        out[slot] = self._max(np.max(d) if d.size else 0.0)
+
+    def step_scalars(self, u, th, ml, div, out, slot) -> None:
+        """max|w|, Σ M_L|u|² (exact sum), max|div/M_L|, non-finite count over all ranks."""
+        from mpi4py import MPI
+        o = self.n_owned
+        uo = u[:o]
+        out[slot] = self._max(np.max(np.abs(uo[:, 2])))
+        parts = exact_parts(ml[:o] * np.sum(uo * uo, axis=1))
+        total = np.empty_like(parts)
+        self.comm.Allreduce(parts, total, op=MPI.SUM)
+        out[slot + 1] = parts_to_float(total)
+        out[slot + 2] = self._max(np.max(np.abs(div[:o] / ml[:o])))
+        bad = int(np.count_nonzero(~np.isfinite(uo)) + np.count_nonzero(~np.isfinite(th[:o])))
+        out[slot + 3] = self.comm.allreduce(bad, op=MPI.SUM)
+
+
+class OwnedRowsOperator:
+    """y = A x on the owned rows of a mesh-only operator, ghosts of y filled by their owners.
+
+    Parameters
+    ----------
+    comm : communicator; rp : RankPartition; nnodes : int (global)
+    a : SciPy CSR of the SERIAL operator, shape (row_block·n, col_block·n), row of node j
+        component a at ``row_block·j + a``, columns likewise (C: 1, 3; Cᵀ: 3, 1; KMK: 1, 1)
+    row_block, col_block : int
+
+    The owned rows are copied with their entries in the serial order (columns renumbered to
+    local ids), so each owned entry of ``y`` is the serial product's bits. ``matvec(x, out)``:
+    x (n_local[, col_block]) with every ghost filled; out (n_local[, row_block]) overwritten,
+    its ghosts filled from their owners (depth-2 halo).
+
+    Raises
+    ------
+    ValueError if an owned row reaches beyond the depth-2 ghosts.
+    """
+
+    def __init__(self, comm, rp, nnodes, a, row_block=1, col_block=1):
+        from dycore.parallel.spmv import row_subset
+        a = a.tocsr()
+        rb, cb = int(row_block), int(col_block)
+        rows = (rb * rp.owned[:, None] + np.arange(rb)).ravel()
+        ptr, cols, vals = row_subset(a.indptr, a.indices, a.data, rows)
+        lcol = rp.global_to_local(cols // cb, nnodes)
+        n_local = rp.n_local(2)
+        if np.any(lcol < 0):
+            raise ValueError(f"rank {rp.rank}: an owned row of a {a.shape} operator reaches "
+                             "beyond two ghost layers")
+        self.a = sp.csr_matrix((vals, cb * lcol + cols % cb, ptr),
+                               shape=(rows.size, cb * n_local))
+        self.a.has_sorted_indices = False
+        self.n_owned = rp.n_owned
+        self.halo = HaloExchange(comm, rp.plan(2), rb)
+
+    def matvec(self, x, out) -> None:
+        y = self.a @ np.asarray(x).reshape(-1)
+        out[:self.n_owned] = y.reshape(out[:self.n_owned].shape)
+        self.halo.update(out)
+
+
+class RankBackend:
+    """The backend value of one CPU rank (NumPy arrays; reductions across ``comm``)."""
+
+    name = "cpu"
+    xp = np
+    solver_mode = "host"
+    assembly = "deterministic"
+
+    def __init__(self, comm, n_owned: int):
+        self.ops = RankVectorOps(comm, n_owned)
+
+    def describe(self) -> str:
+        c = self.ops.comm
+        return f"cpu, MPI rank {c.rank} of {c.size}"
+
+    def to_device(self, a):
+        return np.ascontiguousarray(a)
+
+    def to_host(self, a):
+        return np.asarray(a)
+
+    def marker(self):
+        return WallMarker()
+
+    def synchronize(self) -> None:
+        pass

@@ -1,0 +1,158 @@
+"""``mpiexec -n K dycore run CONFIG``: a run decomposed over K CPU ranks, one output file.
+
+:func:`launched_ranks` tells from the launcher's environment (no MPI import) whether this
+process was started by ``mpiexec``; the CLI then calls :func:`run_distributed` on every rank.
+Each step runs on all ranks (:class:`~dycore.parallel.simulation.DistributedSimulation`);
+snapshots, checkpoints and diagnostics are gathered to rank 0, which alone writes the same
+netCDF file a serial run writes (:class:`~dycore.io.netcdf.SnapshotWriter`; parallel netCDF is
+not used) and alone shows progress.
+
+Errors: decisions every rank takes from global values (a solver that fails, the stability
+watch, a configuration or output-path check made before the build) raise the same
+:class:`~dycore.errors.DycoreError` on every rank, and the CLI prints it once (rank 0). Anything
+raised on rank 0 alone while the others wait (writing the file) or any unexpected exception
+goes through :func:`~dycore.parallel.mpi.abort_on_error`: one message naming the rank, and
+``MPI_Abort`` ends every rank.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+
+from dycore.errors import ConfigError
+
+__all__ = ["launched_ranks", "run_distributed"]
+
+log = logging.getLogger("dycore")
+
+#: rank-count variables of the launchers: MPICH / Intel MPI (Hydra PMI), Open MPI, PMIx
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+
+
+def launched_ranks() -> int:
+    """Rank count announced by an MPI launcher in the environment; 0 when not launched."""
+    for var in _SIZE_VARS:
+        value = os.environ.get(var)
+        if value and value.isdigit():
+            return int(value)
+    return 0
+
+
+def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = False,
+                    progress: bool | None = None, reduction: str = "exact", comm=None):
+    """Run the configured case over the ranks of ``comm`` (default ``MPI.COMM_WORLD``).
+
+    Parameters
+    ----------
+    config : Config; max_steps : int or None (steps to take, else to time.t_end)
+    overwrite : replace an existing output file; progress : as :func:`run_from_config`
+    reduction : dot products of the solvers ("exact": same bits on any rank count)
+
+    Returns
+    -------
+    RunSummary on rank 0, None on the other ranks.
+
+    Raises
+    ------
+    DycoreError subclasses, alike on every rank (see the module docstring).
+    """
+    from dycore import __version__
+    from dycore.errors import InstabilityError
+    from dycore.io.netcdf import SnapshotWriter
+    from dycore.io.restart import checkpoint_path, write_checkpoint
+    from dycore.parallel.mpi import abort_on_error, world
+    from dycore.parallel.simulation import DistributedSimulation
+    from dycore.preflight import StabilityWatch, check_before_build, inflow_speed
+    from dycore.timestepping.progress import Progress
+    from dycore.timestepping.simulation import RunSummary
+
+    comm = comm if comm is not None else world()
+    root = comm.rank == 0
+    wall0 = time.perf_counter()
+    path = Path(config.output_path)
+    if config.backend.name == "gpu":
+        raise ConfigError("backend.name: gpu is not available in MPI runs yet (CPU ranks "
+                          "only; docs/architecture.md, 'Scaling out', describes the GPU design)")
+    check_before_build(config, path, overwrite=overwrite)      # same verdict on every rank
+    if root and overwrite:
+        checkpoint_path(path).unlink(missing_ok=True)
+    sim = DistributedSimulation(config, comm, reduction=reduction)
+    tc, oc = config.time, config.output
+    n_steps = tc.n_steps if max_steps is None else min(tc.n_steps, max_steps)
+    every = max(1, int(round(oc.output_interval / tc.dt)))
+    ck_every = config.checkpoint_steps
+    watch = StabilityWatch(config.stability.max_speed_factor, inflow_speed(
+        config.case.build_parameters()))
+    if root:
+        log.info("backend: cpu, %d MPI ranks (%s reduction); halo of rank 0: %d values",
+                 comm.size, reduction, sim.halo_values_per_exchange)
+        gm = [name for name in ("momentum", "tracer")
+              if getattr(config.solvers, name).method == "gmres"]
+        if gm:
+            log.info("solvers.%s.method gmres: solved with BiCGStab on MPI ranks",
+                     "/".join(gm))
+    from dycore.parallel.halo import HaloExchange
+    before = dict(HaloExchange.totals)
+    writer = None
+    with abort_on_error(comm):
+        if root:
+            writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
+                                    version=__version__, title=f"dycore {config.case.name}")
+        fields = sim.gather_fields()
+        if root:
+            writer.write_snapshot(sim.state.t, fields, step=0)
+    bar = Progress(n_steps, config.case.name, (oc.progress if progress is None else progress)
+                   and root)
+    diag, k, table = {}, 0, ""
+    last_snapshot = sim.state.t
+    try:
+        for k in range(1, n_steps + 1):
+            diag = sim.step()                              # collective; diag alike on all ranks
+            problem = watch.step_problem(diag)
+            if root and (problem or k % oc.diagnostics_every == 0 or k == n_steps):
+                with abort_on_error(comm), sim.timers("output"):
+                    writer.write_diagnostics(k, sim.state.t, diag)
+            snapshot = k % every == 0 or k == n_steps
+            checkpoint = ck_every > 0 and k % ck_every == 0
+            if not problem and (snapshot or checkpoint):
+                fields = sim.gather_fields()
+                problem = comm.bcast(watch.fields_problem(fields) if root else None, root=0)
+            if problem:
+                raise InstabilityError(
+                    f"unstable run at step {k} (t = {sim.state.t:g} s): {problem}; stopped. "
+                    f"{path} keeps the snapshots up to t = {last_snapshot:g} s")
+            if root and snapshot:
+                with abort_on_error(comm), sim.timers("output"):
+                    writer.write_snapshot(sim.state.t, fields, step=k)
+            if snapshot:
+                last_snapshot = sim.state.t
+            if root and checkpoint:
+                with abort_on_error(comm), sim.timers("checkpoint"):
+                    write_checkpoint(checkpoint_path(path), sim.mesh, sim.state.t, k, fields,
+                                     config_yaml=config.resolved_yaml(), version=__version__,
+                                     output=path)
+            bar.update(sim.state.t, diag["max_abs_w"])
+    finally:
+        bar.close()
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                table = sim.timers.table(
+                    f"stage timers of rank 0 (cpu, {comm.size} MPI ranks, {sim.mesh.nele} "
+                    f"tetrahedra, {sim.mesh.nnodes} nodes, {k} steps)")
+                writer.write_timers(sim.timers.as_dict(), table)
+            writer.close()
+    halo = {key: HaloExchange.totals[key] - before[key] for key in before}
+    halo = comm.gather(halo, root=0)
+    if not root:
+        return None
+    steps = max(k, 1)
+    log.info("halo exchanges per step: %.0f kB sent by all ranks, %.1f exchanges and %.3f s "
+             "per rank (mean over ranks)", sum(h["bytes"] for h in halo) / steps / 1e3,
+             sum(h["exchanges"] for h in halo) / len(halo) / steps,
+             sum(h["seconds"] for h in halo) / len(halo) / steps)
+    return RunSummary(output_path=path, steps=n_steps, t=sim.state.t,
+                      wall_time=time.perf_counter() - wall0, timers_table=table,
+                      last_diagnostics=diag, backend=f"cpu, {comm.size} MPI ranks")

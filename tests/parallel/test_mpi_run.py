@@ -1,0 +1,89 @@
+"""``mpiexec -n K python -m dycore run CONFIG``: one netCDF file, gathered on rank 0, the same
+bits on 1, 2 and 4 ranks, the same variables as a serial run's file and fields that agree
+with it to the solver tolerance; a configuration error is reported once."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from test_mpi import ROOT, launch
+
+RANKS = (1, 2, 4)
+CONFIG = """\
+case: {name: mountainwave3d}
+mesh: {nx: 4, ny: 4, nz: 3}
+time: {dt: 10.0, t_end: 30.0}
+solvers:
+  pressure: {method: cg, preconditioner: PRESSURE_PC, rtol: 1.0e-10, max_iterations: 2000}
+  momentum: {method: bicgstab, preconditioner: block_jacobi}
+  tracer: {method: bicgstab, preconditioner: jacobi}
+output: {path: out.nc, output_interval: 20.0, progress: false}
+"""
+
+
+def _config(tmp_path, pc="amg"):
+    path = tmp_path / f"case_{pc}.yaml"
+    path.write_text(CONFIG.replace("PRESSURE_PC", pc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run")
+    cfg = _config(tmp)
+    out = {}
+    for k in RANKS:
+        nc = tmp / f"ranks{k}.nc"
+        proc = launch(k, "-m", "dycore", "run", str(cfg), "--output", str(nc), timeout=300)
+        assert proc.returncode == 0, f"mpiexec -n {k} failed:\n{proc.stdout}\n{proc.stderr}"
+        assert proc.stdout.count(f"on {k} MPI ranks") == 1         # the summary, once
+        assert proc.stderr.count("halo exchanges per step") == 1   # the log, rank 0 only
+        out[k] = nc
+    serial = tmp / "serial.nc"
+    proc = subprocess.run([sys.executable, "-m", "dycore", "run", str(cfg), "--output",
+                           str(serial)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=launch_env(), check=False)
+    assert proc.returncode == 0, proc.stderr
+    out["serial"] = serial
+    return out
+
+
+def launch_env():
+    import os
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def _read(path):
+    import netCDF4
+    with netCDF4.Dataset(path) as ds:
+        return {name: np.asarray(v[:]) for name, v in ds.variables.items()}
+
+
+def test_gathered_files_are_bitwise_equal_on_1_2_4_ranks(files):
+    one = _read(files[1])
+    assert one["time"].tolist() == [0.0, 20.0, 30.0]
+    for k in RANKS[1:]:
+        other = _read(files[k])
+        assert set(other) == set(one)
+        for name, value in one.items():
+            assert np.array_equal(other[name], value), (k, name)
+
+
+def test_the_file_has_the_serial_layout_and_agrees_with_the_serial_run(files):
+    one, ser = _read(files[1]), _read(files["serial"])
+    assert set(one) == set(ser)
+    for name in ("x", "y", "z", "cell_nodes", "time"):
+        assert np.array_equal(one[name], ser[name])
+    for name in ("u", "w", "p", "theta_prime"):
+        err = np.max(np.abs(one[name] - ser[name])) / np.max(np.abs(ser[name]))
+        assert err < 1e-8, (name, err)
+
+
+def test_a_configuration_error_is_reported_once_by_rank_0(tmp_path):
+    cfg = _config(tmp_path, pc="ilu")
+    proc = launch(2, "-m", "dycore", "run", str(cfg), "--output", str(tmp_path / "x.nc"),
+                  timeout=120)
+    assert proc.returncode == 2
+    msg = "solvers.pressure.preconditioner: 'ilu' is not available on MPI ranks"
+    assert proc.stderr.count(msg) == 1, proc.stderr
+    assert not (tmp_path / "x.nc").exists()
