@@ -106,6 +106,7 @@ class DistributedSimulation:
         self.stepper = PicardStepper(self.backend, assembler, self.local_ops, systems,
                                      self.coeffs, config.time, self.timers)
         self.mesh = mesh if comm.rank == 0 else None
+        self.global_mesh = mesh            # every rank: restart checks (set-up is replicated)
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = n1
 
@@ -131,6 +132,27 @@ class DistributedSimulation:
             dir_row_pos=np.flatnonzero(in_dir[lsp.row_of]),
             dir_diag_pos=csr_positions(lsp, with_rows, with_rows),
             detj_min=ops.detj_min)
+
+    def load_fields(self, fields: dict, t: float) -> None:
+        """Set the local state from GLOBAL host fields (names of ``OUTPUT_FIELDS``, (nnodes,)
+        each, the same on every rank) at model time ``t`` (a restart).
+
+        Raises
+        ------
+        ValueError naming the fields whose shape is not (nnodes,).
+        """
+        bad = [k for k in ("u", "v", "w", "p", "theta_prime", *TRACERS)
+               if np.shape(fields[k]) != (self.nnodes,)]
+        if bad:
+            raise ValueError(f"load_fields: field(s) {', '.join(bad)} do not have shape "
+                             f"({self.nnodes},)")
+        g = self.rp.l2g
+        self.state.u[...] = np.column_stack([fields["u"], fields["v"], fields["w"]])[g]
+        self.state.p[...] = np.asarray(fields["p"], float)[g]
+        self.state.theta_prime[...] = np.asarray(fields["theta_prime"], float)[g]
+        for k in TRACERS:
+            self.state.q[k][...] = np.asarray(fields[k], float)[g]
+        self.state.t = float(t)
 
     def step(self) -> dict:
         """One time step on every rank (collective); returns its diagnostics (same on all)."""
