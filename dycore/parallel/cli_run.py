@@ -24,7 +24,7 @@ def cmd_run_mpi(args, config) -> int:
     ``dycore`` log (warnings, progress) is silenced. ``--restart`` writes a new file
     (``--output NEW``); appending to the restart file raises ConfigError.
     """
-    from dycore.parallel.mpi import world
+    from dycore.parallel.mpi import abort_on_error, world
     from dycore.parallel.run import run_distributed
 
     comm = world()
@@ -33,8 +33,10 @@ def cmd_run_mpi(args, config) -> int:
     try:
         restart, restart_at = (args.restart if getattr(args, "restart", None) is not None
                                else (None, None))
-        summary = run_distributed(config, max_steps=args.steps, overwrite=args.overwrite,
-                                  comm=comm, restart=restart, restart_at=restart_at)
+        # anything but a DycoreError may be one rank's alone: abort every rank with it
+        with abort_on_error(comm, passthrough=(DycoreError,)):
+            summary = run_distributed(config, max_steps=args.steps, overwrite=args.overwrite,
+                                      comm=comm, restart=restart, restart_at=restart_at)
     except DycoreError as exc:
         if comm.rank == 0:
             raise

@@ -28,6 +28,7 @@ import numpy as np
 from dycore.assembly.sparsity import build_sparsity
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.diagnostics.timers import StageTimers
+from dycore.errors import ConfigError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import gather_to_root
 from dycore.parallel.partition import (
@@ -61,20 +62,27 @@ class DistributedSimulation:
 
     Raises
     ------
-    ConfigError for a solver the ranks lack (DistributedSystems); ValueError for more ranks
-    than nodes.
+    ConfigError (on every rank) for a solver the ranks lack (DistributedSystems) or a mesh
+    METIS cannot split into ``comm.size`` non-empty parts.
     """
 
     def __init__(self, config, comm, reduction: str = "exact"):
+        from dycore.backend.cpu import CPUBackend
         from dycore.timestepping.picard import PicardStepper
         from dycore.timestepping.simulation import Simulation
-
-        serial = Simulation(config)
+        serial = Simulation(config, backend=CPUBackend(threads=config.backend.threads))  # CPU ranks
         self.config, self.comm = config, comm
         mesh, spg, ops = serial.mesh, serial.sparsity, serial.ops
         n = self.nnodes = mesh.nnodes
-        part = metis_partition(spg.indptr, spg.indices, comm.size) if comm.rank == 0 else None
-        part = comm.bcast(part, root=0)
+        part, problem = None, None
+        if comm.rank == 0:
+            try:
+                part = metis_partition(spg.indptr, spg.indices, comm.size)
+            except ValueError as exc:           # e.g. more ranks than nodes: tell every rank
+                problem = str(exc)
+        part, problem = comm.bcast((part, problem), root=0)
+        if problem:
+            raise ConfigError(f"cannot partition the mesh over {comm.size} MPI ranks: {problem}")
         rp = self.rp = partition_mesh(mesh.tets, n, spg.indptr, spg.indices, part,
                                       ranks=[comm.rank])[0]
         self.part = part
