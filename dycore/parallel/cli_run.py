@@ -21,21 +21,22 @@ def cmd_run_mpi(args, config) -> int:
 
     Returns the exit status. A DycoreError (raised alike on every rank) propagates on rank 0
     only, where the CLI prints it; the other ranks return the same status silently, and their
-    ``dycore`` log (warnings, progress) is silenced. Options the MPI branch lacks
-    (``--restart``) raise ConfigError.
+    ``dycore`` log (warnings, progress) is silenced. ``--restart`` writes a new file
+    (``--output NEW``); appending to the restart file raises ConfigError.
     """
-    from dycore.parallel.mpi import world
+    from dycore.parallel.mpi import abort_on_error, world
     from dycore.parallel.run import run_distributed
 
     comm = world()
     if comm.rank != 0:         # warnings and progress once: rank 0 logs for all
         logging.getLogger("dycore").setLevel(logging.CRITICAL + 1)
     try:
-        if getattr(args, "restart", None) is not None:
-            raise ConfigError("--restart: not available in MPI runs yet (restart serially, or "
-                              "start a new run)")
-        summary = run_distributed(config, max_steps=args.steps, overwrite=args.overwrite,
-                                  comm=comm)
+        restart, restart_at = (args.restart if getattr(args, "restart", None) is not None
+                               else (None, None))
+        # anything but a DycoreError may be one rank's alone: abort every rank with it
+        with abort_on_error(comm, passthrough=(DycoreError,)):
+            summary = run_distributed(config, max_steps=args.steps, overwrite=args.overwrite,
+                                      comm=comm, restart=restart, restart_at=restart_at)
     except DycoreError as exc:
         if comm.rank == 0:
             raise

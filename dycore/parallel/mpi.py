@@ -33,14 +33,17 @@ def world():
 
 
 @contextlib.contextmanager
-def abort_on_error(comm, exit_code: int = 1):
+def abort_on_error(comm, exit_code: int = 1, passthrough: tuple = ()):
     """Run the block; on an exception print ``rank R: Type: message`` once and abort all ranks.
 
-    ``SystemExit`` with status 0 passes through. Other ranks are killed by ``MPI_Abort`` (the
-    launcher reports the exit status ``exit_code``).
+    ``SystemExit`` with status 0 and exceptions of the types in ``passthrough`` (errors every
+    rank raises alike, which the caller reports) propagate. Other ranks are killed by
+    ``MPI_Abort`` (the launcher reports the exit status ``exit_code``).
     """
     try:
         yield
+    except passthrough:
+        raise
     except SystemExit as exc:
         if exc.code in (0, None):
             raise

@@ -42,7 +42,8 @@ def launched_ranks() -> int:
 
 
 def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = False,
-                    progress: bool | None = None, reduction: str = "exact", comm=None):
+                    progress: bool | None = None, reduction: str = "exact", comm=None,
+                    restart=None, restart_at: float | None = None):
     """Run the configured case over the ranks of ``comm`` (default ``MPI.COMM_WORLD``).
 
     Parameters
@@ -50,6 +51,9 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     config : Config; max_steps : int or None (steps to take, else to time.t_end)
     overwrite : replace an existing output file; progress : as :func:`run_from_config`
     reduction : dot products of the solvers ("exact": same bits on any rank count)
+    restart, restart_at : as :func:`~dycore.timestepping.simulation.run_from_config`, into a
+        NEW output file only (appending to the restart file is serial-only: ConfigError);
+        ``max_steps`` then counts the steps after the restart
 
     Returns
     -------
@@ -76,12 +80,33 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     if config.backend.name == "gpu":
         raise ConfigError("backend.name: gpu is not available in MPI runs yet (CPU ranks "
                           "only; docs/architecture.md, 'Scaling out', describes the GPU design)")
+    point, k0 = None, 0
+    if restart is not None:                                    # every rank reads the file
+        from dycore.io.restart import find_restart
+        from dycore.timestepping.simulation import _same_file, check_restart_config
+        point = find_restart(restart, restart_at, dt=config.time.dt)
+        check_restart_config(config, point)
+        if _same_file(path, point.checkpoint_of or point.path):
+            raise ConfigError(f"--restart {point.path}: appending to the restart file is not "
+                              "available in MPI runs; write a new file with --output NEW")
+        if point.step >= config.time.n_steps:
+            raise ConfigError(f"--restart {point.path}: its snapshot at t = {point.t:g} s "
+                              f"(step {point.step}) is at or after time.t_end = "
+                              f"{config.time.t_end:g} s; pass a later --t-end")
+        k0 = point.step
     check_before_build(config, path, overwrite=overwrite)      # same verdict on every rank
-    if root and overwrite:
+    if root and overwrite and point is None:
         checkpoint_path(path).unlink(missing_ok=True)
     sim = DistributedSimulation(config, comm, reduction=reduction)
+    if point is not None:
+        from dycore.timestepping.simulation import check_restart_mesh
+        check_restart_mesh(sim.global_mesh, point)
+        sim.load_fields(point.fields, point.t)
+        if root:
+            log.info("restart from %s at t = %g s (step %d); writing %s", point.path, point.t,
+                     k0, path)
     tc, oc = config.time, config.output
-    n_steps = tc.n_steps if max_steps is None else min(tc.n_steps, max_steps)
+    n_steps = tc.n_steps if max_steps is None else min(tc.n_steps, k0 + max_steps)
     every = max(1, int(round(oc.output_interval / tc.dt)))
     ck_every = config.checkpoint_steps
     watch = StabilityWatch(config.stability.max_speed_factor, inflow_speed(
@@ -103,13 +128,13 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
                                     version=__version__, title=f"dycore {config.case.name}")
         fields = sim.gather_fields()
         if root:
-            writer.write_snapshot(sim.state.t, fields, step=0)
-    bar = Progress(n_steps, config.case.name, (oc.progress if progress is None else progress)
-                   and root)
-    diag, k, table = {}, 0, ""
+            writer.write_snapshot(sim.state.t, fields, step=k0)
+    bar = Progress(n_steps - k0, config.case.name,
+                   (oc.progress if progress is None else progress) and root)
+    diag, k, table = {}, k0, ""
     last_snapshot = sim.state.t
     try:
-        for k in range(1, n_steps + 1):
+        for k in range(k0 + 1, n_steps + 1):
             diag = sim.step()                              # collective; diag alike on all ranks
             problem = watch.step_problem(diag)
             if root and (problem or k % oc.diagnostics_every == 0 or k == n_steps):
@@ -141,18 +166,18 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
             with contextlib.suppress(Exception):
                 table = sim.timers.table(
                     f"stage timers of rank 0 (cpu, {comm.size} MPI ranks, {sim.mesh.nele} "
-                    f"tetrahedra, {sim.mesh.nnodes} nodes, {k} steps)")
+                    f"tetrahedra, {sim.mesh.nnodes} nodes, {k - k0} steps)")
                 writer.write_timers(sim.timers.as_dict(), table)
             writer.close()
     halo = {key: HaloExchange.totals[key] - before[key] for key in before}
     halo = comm.gather(halo, root=0)
     if not root:
         return None
-    steps = max(k, 1)
+    steps = max(k - k0, 1)
     log.info("halo exchanges per step: %.0f kB sent by all ranks, %.1f exchanges and %.3f s "
              "per rank (mean over ranks)", sum(h["bytes"] for h in halo) / steps / 1e3,
              sum(h["exchanges"] for h in halo) / len(halo) / steps,
              sum(h["seconds"] for h in halo) / len(halo) / steps)
-    return RunSummary(output_path=path, steps=n_steps, t=sim.state.t,
+    return RunSummary(output_path=path, steps=n_steps - k0, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
                       last_diagnostics=diag, backend=f"cpu, {comm.size} MPI ranks")

@@ -28,6 +28,7 @@ import numpy as np
 from dycore.assembly.sparsity import build_sparsity
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.diagnostics.timers import StageTimers
+from dycore.errors import ConfigError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import gather_to_root
 from dycore.parallel.partition import (
@@ -61,20 +62,27 @@ class DistributedSimulation:
 
     Raises
     ------
-    ConfigError for a solver the ranks lack (DistributedSystems); ValueError for more ranks
-    than nodes.
+    ConfigError (on every rank) for a solver the ranks lack (DistributedSystems) or a mesh
+    METIS cannot split into ``comm.size`` non-empty parts.
     """
 
     def __init__(self, config, comm, reduction: str = "exact"):
+        from dycore.backend.cpu import CPUBackend
         from dycore.timestepping.picard import PicardStepper
         from dycore.timestepping.simulation import Simulation
-
-        serial = Simulation(config)
+        serial = Simulation(config, backend=CPUBackend(threads=config.backend.threads))  # CPU ranks
         self.config, self.comm = config, comm
         mesh, spg, ops = serial.mesh, serial.sparsity, serial.ops
         n = self.nnodes = mesh.nnodes
-        part = metis_partition(spg.indptr, spg.indices, comm.size) if comm.rank == 0 else None
-        part = comm.bcast(part, root=0)
+        part, problem = None, None
+        if comm.rank == 0:
+            try:
+                part = metis_partition(spg.indptr, spg.indices, comm.size)
+            except ValueError as exc:           # e.g. more ranks than nodes: tell every rank
+                problem = str(exc)
+        part, problem = comm.bcast((part, problem), root=0)
+        if problem:
+            raise ConfigError(f"cannot partition the mesh over {comm.size} MPI ranks: {problem}")
         rp = self.rp = partition_mesh(mesh.tets, n, spg.indptr, spg.indices, part,
                                       ranks=[comm.rank])[0]
         self.part = part
@@ -106,6 +114,7 @@ class DistributedSimulation:
         self.stepper = PicardStepper(self.backend, assembler, self.local_ops, systems,
                                      self.coeffs, config.time, self.timers)
         self.mesh = mesh if comm.rank == 0 else None
+        self.global_mesh = mesh            # every rank: restart checks (set-up is replicated)
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = n1
 
@@ -131,6 +140,27 @@ class DistributedSimulation:
             dir_row_pos=np.flatnonzero(in_dir[lsp.row_of]),
             dir_diag_pos=csr_positions(lsp, with_rows, with_rows),
             detj_min=ops.detj_min)
+
+    def load_fields(self, fields: dict, t: float) -> None:
+        """Set the local state from GLOBAL host fields (names of ``OUTPUT_FIELDS``, (nnodes,)
+        each, the same on every rank) at model time ``t`` (a restart).
+
+        Raises
+        ------
+        ValueError naming the fields whose shape is not (nnodes,).
+        """
+        bad = [k for k in ("u", "v", "w", "p", "theta_prime", *TRACERS)
+               if np.shape(fields[k]) != (self.nnodes,)]
+        if bad:
+            raise ValueError(f"load_fields: field(s) {', '.join(bad)} do not have shape "
+                             f"({self.nnodes},)")
+        g = self.rp.l2g
+        self.state.u[...] = np.column_stack([fields["u"], fields["v"], fields["w"]])[g]
+        self.state.p[...] = np.asarray(fields["p"], float)[g]
+        self.state.theta_prime[...] = np.asarray(fields["theta_prime"], float)[g]
+        for k in TRACERS:
+            self.state.q[k][...] = np.asarray(fields[k], float)[g]
+        self.state.t = float(t)
 
     def step(self) -> dict:
         """One time step on every rank (collective); returns its diagnostics (same on all)."""

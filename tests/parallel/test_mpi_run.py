@@ -87,3 +87,21 @@ def test_a_configuration_error_is_reported_once_by_rank_0(tmp_path):
     msg = "solvers.pressure.preconditioner: 'ilu' is not available on MPI ranks"
     assert proc.stderr.count(msg) == 1, proc.stderr
     assert not (tmp_path / "x.nc").exists()
+
+
+def test_restart_on_4_ranks_continues_a_2_rank_file_bitwise(files, tmp_path):
+    """--restart FILE@20 into a new file on another rank count: the snapshot at t = 30 s is
+    the uninterrupted run's, bit for bit; appending to the restart file is refused."""
+    cfg = _config(tmp_path)
+    new = tmp_path / "restarted.nc"
+    proc = launch(4, "-m", "dycore", "run", str(cfg), "--restart", f"{files[2]}@20",
+                  "--output", str(new), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    one, again = _read(files[2]), _read(new)
+    assert again["time"].tolist() == [20.0, 30.0]
+    for name in ("u", "v", "w", "p", "theta_prime", "q_v", "q_c", "q_r"):
+        assert np.array_equal(again[name][-1], one[name][-1]), name
+    proc = launch(2, "-m", "dycore", "run", str(cfg), "--restart", f"{files[2]}@20",
+                  "--output", str(files[2]), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("appending to the restart file is not available in MPI") == 1
