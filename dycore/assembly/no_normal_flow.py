@@ -170,13 +170,16 @@ def _with_blocks(nodes, frames, sparsity) -> NoNormalFlow:
 
 
 def localise(nnf: NoNormalFlow, g2l, sparsity) -> NoNormalFlow:
-    """The rotated nodes of ``nnf`` (host arrays; frames (nr,3,3) or flat) that a rank holds,
-    renumbered by ``g2l`` ((n_global,) int, −1 where the rank has no copy), with the blocks of
-    the rank's own pattern ``sparsity`` — the same frames, so every rotated block and row is
-    computed as in the serial run."""
+    """The rotated nodes of ``nnf`` (host arrays; frames (nr,3,3) or flat) that a rank holds
+    with rows in its pattern ``sparsity``, renumbered by ``g2l`` ((n_global,) int, −1 where the
+    rank has no copy), with the blocks of that pattern — the same frames, so every rotated block
+    and row is computed as in the serial run. Outer ghost nodes (in no local element) are left
+    out: their values come from their owners."""
     frames = np.asarray(nnf.frames).reshape(-1, 3, 3)
     loc = np.asarray(g2l)[np.asarray(nnf.nodes)]
+    has_row = np.diff(sparsity.indptr) > 0               # outer ghosts have no rows here
     keep = np.flatnonzero(loc >= 0)
+    keep = keep[has_row[loc[keep]]]
     order = keep[np.argsort(loc[keep])]
     return _with_blocks(loc[order], frames[order], sparsity)
 

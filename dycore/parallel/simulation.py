@@ -121,6 +121,7 @@ class DistributedSimulation:
     @staticmethod
     def _local_ops(comm, serial, rp, lsp, n):
         """The MeshOperators the stepper reads, over local nodes."""
+        from dycore.assembly.no_normal_flow import localise
         from dycore.assembly.operators import csr_positions
         ops = serial.ops
         l2g = rp.l2g
@@ -139,7 +140,8 @@ class DistributedSimulation:
             pin=int(g2l[ops.pin]), dir_nodes=dir_local,
             dir_row_pos=np.flatnonzero(in_dir[lsp.row_of]),
             dir_diag_pos=csr_positions(lsp, with_rows, with_rows),
-            detj_min=ops.detj_min)
+            detj_min=ops.detj_min,
+            nnf=None if ops.nnf is None else localise(ops.nnf, g2l, lsp))
 
     def load_fields(self, fields: dict, t: float) -> None:
         """Set the local state from GLOBAL host fields (names of ``OUTPUT_FIELDS``, (nnodes,)
