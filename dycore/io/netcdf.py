@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -205,7 +206,10 @@ class SnapshotWriter:
     Parameters
     ----------
     path : str or Path
-        File to create (overwritten if it exists); its parent folder is created.
+        File to create (overwritten if it exists); its parent folder is created. The file is
+        made as ``path`` + ``.part`` and renamed to ``path`` (``os.replace``) once its header
+        (dimensions, mesh, metadata) is flushed, so ``path`` never names a file without one,
+        whenever the process is killed (a stale ``.part`` may be left).
     mesh : object
         Anything with ``coords`` (nnodes, 3) float64 [m] and ``tets`` (nele, 4) int [0-based].
     config_yaml : str
@@ -260,16 +264,19 @@ class SnapshotWriter:
         self._n_time = 0
         self._n_step = 0
         netCDF4 = _import_netcdf4()
-        try:
+        part = self.path.with_name(self.path.name + ".part")   # renamed once the header is
+        try:                                                  # on disk (see the class notes)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._ds = netCDF4.Dataset(self.path, "w", format="NETCDF4")
+            self._ds = netCDF4.Dataset(part, "w", format="NETCDF4")
         except OSError as exc:
             raise OutputError(f"{self.path}: cannot create output file ({exc})") from None
         try:
             self._define(coords, tets.astype(INDEX), config_yaml, version, title)
             self._ds.sync()
+            os.replace(part, self.path)                       # the open file keeps its inode
         except (OSError, RuntimeError) as exc:
             self._ds.close()
+            part.unlink(missing_ok=True)
             raise OutputError(f"{self.path}: cannot write output file ({exc})") from None
 
     # ---------------------------------------------------------------------------- layout

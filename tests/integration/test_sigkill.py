@@ -4,9 +4,10 @@
 Each case starts a real run in a subprocess (2 x 2 x 2 cells, 12 steps of 10 s, a snapshot every
 step, a checkpoint every 3 steps) and kills it with SIGKILL: from outside once a checkpoint
 exists, from a timer thread at several delays after a snapshot (the kill lands in a step, in a
-diagnostics write or inside HDF5's flush), and from inside a netCDF write: in the middle of an
-output record (after ``time`` and half of the fields), in the middle of writing a checkpoint's
-temporary file, and just before the checkpoint's ``os.replace``. Then the output file (or, when
+diagnostics write or inside HDF5's flush), and from inside a netCDF write: while the output's
+header is written, in the middle of an output record (after ``time`` and half of the fields),
+in the middle of writing a checkpoint's temporary file, and just before the checkpoint's
+``os.replace``. Then the output file (or, when
 HDF5 cannot open it, the atomic checkpoint) must open, and ``dycore run --restart FILE
 --overwrite`` must finish the run with every snapshot equal to the uninterrupted run's.
 """
@@ -89,7 +90,15 @@ CHILD = textwrap.dedent("""
             die()
         return real_replace(src, dst)
 
+    real_define = writer._define
+
+    def define(self, *args):
+        real_define(self, *args)
+        if mode == "mid-create" and not self.path.name.endswith(".tmp"):
+            die()                                # header written, not yet flushed or renamed
+
     writer._dataset, writer.write_snapshot, os.replace = dataset, write_snapshot, replace
+    writer._define = define
     sys.exit(cli.main(["run", config]))
 """)
 
@@ -191,6 +200,23 @@ def test_sigkill_inside_the_run(reference, tmp_path, capsys, mode, number, delay
     err = _kill_and_restart(tmp_path, reference, capsys, _child(mode, number, delay), check)
     if mode == "mid-record":           # the half-written record is skipped
         assert f"at t = {DT * (number - 1):g} s (step {number - 1})" in err
+
+
+def test_sigkill_while_creating_the_output(reference, tmp_path, capsys):
+    """Killed while the output file's header is being written: the file is made under a
+    temporary name (``run.nc.part``) and renamed only once its header is on disk, so no
+    ``run.nc`` exists and the run simply starts again (no --overwrite needed)."""
+    config, out = _config(tmp_path)
+    proc = _child("mid-create", 0)(config)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, stderr
+    assert not out.exists() and out.with_name("run.nc.part").exists()
+    assert cli.main(["run", str(config)]) == 0
+    done = _snapshots(out)
+    assert sorted(done) == sorted(reference)
+    for t, fields in done.items():
+        for name in FIELDS:
+            assert np.array_equal(fields[name], reference[t][name]), (t, name)
 
 
 def test_sigkill_from_outside(reference, tmp_path, capsys):
