@@ -561,12 +561,13 @@ def part_restart(cfg, nsteps: int, results: dict, folder: Path, modes=("device",
                 and got[k].shape == want[k].shape}
         row["bitwise"] = row["bitwise_from_output_file"] and row["bitwise_from_checkpoint"]
         out[mode] = row
+        verdict = {label: "BITWISE EQUAL" if row[f"bitwise_from_{label}"] else
+                   f"DIFFERENT in {', '.join(row[f'differing_from_{label}'])}"
+                   for label in ("output_file", "checkpoint")}
         say(f"restart ({mode} solvers, deterministic + strict): {nsteps} steps in one run vs "
             f"{half} + restart + {nsteps - half}: from the output file "
-            f"{'BITWISE EQUAL' if row['bitwise_from_output_file'] else 'DIFFERENT ' + str(row['differing_from_output_file'])}"
-            f", from the checkpoint "
-            f"{'BITWISE EQUAL' if row['bitwise_from_checkpoint'] else 'DIFFERENT ' + str(row['differing_from_checkpoint'])}"
-            f" ({row['seconds']} s)")
+            f"{verdict['output_file']}, from the checkpoint {verdict['checkpoint']} "
+            f"({row['seconds']} s)")
     results["restart"] = out
 
 
