@@ -8,7 +8,7 @@ entry here fails ``test_every_loop_has_a_parity_entry``.
 """
 import numpy as np
 import pytest
-from conftest import tiny_mesh
+from tiny_mesh import tiny_mesh
 
 from dycore.assembly.loop_spec import ELEMENTS, Diagonal, Gather, Row, Scalar, Table
 from dycore.assembly.loops import ASSEMBLY

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import tiny_mesh
+from tiny_mesh import tiny_mesh
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend.cpu import CPUBackend

@@ -5,7 +5,7 @@ and the kernel renaming are checked directly (they only act on a real GPU).
 """
 import numpy as np
 import pytest
-from conftest import tiny_mesh
+from tiny_mesh import tiny_mesh
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend import strict_fp

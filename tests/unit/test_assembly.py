@@ -6,7 +6,7 @@ the inverse of the 4×4 interpolation matrix) with no quadrature and no code fro
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import tiny_mesh
+from tiny_mesh import tiny_mesh
 
 from dycore.assembly.operators import build_mesh_operators
 from dycore.assembly.sparsity import build_sparsity, second_order_pattern
