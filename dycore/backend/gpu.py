@@ -25,7 +25,7 @@ from dycore.errors import BackendUnavailableError
 
 log = logging.getLogger("dycore")
 
-__all__ = ["GPUBackend", "EventMarker", "Graph"]
+__all__ = ["GPUBackend", "SimulatorBackend", "EventMarker", "Graph"]
 
 
 class Graph:
@@ -100,32 +100,38 @@ class EventMarker:
 
 
 class GPUBackend:
-    """Backend value for an NVIDIA GPU (or the CUDA simulator).
+    """Backend value for an NVIDIA GPU (CuPy arrays, numba-cuda kernels on one stream).
+
+    Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) ``GPUBackend(...)`` makes a
+    :class:`SimulatorBackend`: the same backend with NumPy arrays and simulated launches, so
+    the code above the backend has no simulator branch.
 
     Parameters
     ----------
-    solver_mode : "device" (our CG + AMG and BiCGStab kernels on the GPU) or "host" (SciPy/PyAMG on the CPU)
+    solver_mode : "device" (our CG + AMG and BiCGStab kernels on the GPU) or "host" (SciPy/PyAMG
+        on the CPU)
     assembly : "atomic" (one thread per element, atomic adds) or "deterministic" (element
         arrays + gather by nonzero in the CPU's order)
     strict : compile kernels without FMA contraction and without LTO (bitwise mode)
     block : threads per block of element kernels
     graphs : capture solves and Picard iterations as CUDA graphs (False: every kernel is
         launched from Python; the same kernels in the same order)
+
+    Raises
+    ------
+    BackendUnavailableError when CuPy cannot be imported (GPU only).
     """
 
     name = "gpu"
+    simulator = False
+
+    def __new__(cls, *args, **kwargs):
+        if cls is GPUBackend and numba_config.ENABLE_CUDASIM:
+            cls = SimulatorBackend
+        return super().__new__(cls)
 
     def __init__(self, solver_mode="host", assembly="atomic", strict=False, threads=0,
                  block=128, graphs=True):
-        self.simulator = bool(numba_config.ENABLE_CUDASIM)
-        if self.simulator:
-            self.xp = np
-        else:
-            try:
-                import cupy
-            except ImportError as exc:
-                raise BackendUnavailableError(f"backend.name: gpu needs CuPy ({exc})") from exc
-            self.xp = cupy
         self.solver_mode = solver_mode
         self.assembly = assembly
         self.strict = strict
@@ -135,53 +141,52 @@ class GPUBackend:
         self.counters = Counters()
         self.stream, self.nb_stream = None, 0
         self._ops = None
-        if not self.simulator:
-            # one stream for CuPy and numba alike: ordered without host syncs, and capturable
-            # (the legacy default stream cannot be captured into a CUDA graph)
-            self.stream = self.xp.cuda.Stream(non_blocking=True)
-            self.stream.use()
-            self.nb_stream = cuda.external_stream(self.stream.ptr)
-            self.counters.watch_cupy_allocations()
+        self._start()
+
+    def _start(self) -> None:
+        """CuPy as the array module and one stream for CuPy and numba alike: ordered without
+        host syncs, and capturable (the legacy default stream cannot be captured into a CUDA
+        graph)."""
+        try:
+            import cupy
+        except ImportError as exc:
+            raise BackendUnavailableError(f"backend.name: gpu needs CuPy ({exc})") from exc
+        self.xp = cupy
+        self.stream = self.xp.cuda.Stream(non_blocking=True)
+        self.stream.use()
+        self.nb_stream = cuda.external_stream(self.stream.ptr)
+        self.counters.watch_cupy_allocations()
+
+    def _device_name(self) -> str:
+        dev = cuda.get_current_device().name
+        return dev.decode() if isinstance(dev, bytes) else dev
 
     def describe(self) -> str:
-        dev = "CUDA simulator" if self.simulator else cuda.get_current_device().name
-        if isinstance(dev, bytes):
-            dev = dev.decode()
-        return (f"gpu ({dev}; {self.assembly} assembly; {self.solver_mode} solvers"
-                f"{'; strict FP' if self.strict else ''})")
+        return (f"gpu ({self._device_name()}; {self.assembly} assembly; {self.solver_mode} "
+                f"solvers{'; strict FP' if self.strict else ''})")
 
     # -- arrays -----------------------------------------------------------------------------
     def to_device(self, a):
-        return np.ascontiguousarray(a) if self.simulator else self.xp.ascontiguousarray(
-            self.xp.asarray(a))
+        return self.xp.ascontiguousarray(self.xp.asarray(a))
 
     def to_host(self, a):
         """A host copy of a backend array (a device→host copy: one host synchronisation)."""
         self.counters.syncs += 1
-        return np.asarray(a) if self.simulator else self.xp.asnumpy(a, stream=self.stream)
+        return self.xp.asnumpy(a, stream=self.stream)
 
     def nb(self, a):
         """A numba view of a backend array (zero-copy) for kernel arguments.
 
         No stream synchronisation (``sync=False``): CuPy and numba share the backend's stream,
-        so the stream order already puts the producer before the consumer. Under the simulator
-        the NumPy array is wrapped as a simulated device array over the same memory (a bare
-        NumPy argument would be copied in and written back after the kernel, which breaks
-        in-place kernels whose arguments alias)."""
-        if self.simulator:
-            if isinstance(a, np.ndarray) and a.ndim > 0:
-                from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-                return FakeCUDAArray(a)
-            return a
+        so the stream order already puts the producer before the consumer."""
         return cuda.as_cuda_array(a, sync=False)
 
     def marker(self):
-        return WallMarker() if self.simulator else EventMarker(self.nb_stream)
+        return EventMarker(self.nb_stream)
 
     def synchronize(self) -> None:
         self.counters.syncs += 1
-        if not self.simulator:
-            self.stream.synchronize()
+        self.stream.synchronize()
 
     @property
     def ops(self):
@@ -200,10 +205,7 @@ class GPUBackend:
         args : kernel arguments (numba device arrays from :meth:`nb`, or scalars)
         """
         self.counters.launches += 1
-        if self.simulator:
-            kernel[griddim](*args)
-        else:
-            kernel[griddim[0], griddim[1], self.nb_stream](*args)
+        kernel[griddim[0], griddim[1], self.nb_stream](*args)
 
     def capture(self, issue):
         """A :class:`Graph` of the kernels ``issue()`` launches through :meth:`launch`.
@@ -253,3 +255,44 @@ class GPUBackend:
     def assembler(self, mesh, sparsity, timers):
         """The :class:`Assembler` of ``mesh`` on this backend."""
         return Assembler(self, mesh, sparsity, timers)
+
+
+class SimulatorBackend(GPUBackend):
+    """The GPU backend under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``): NumPy arrays
+    wrapped as simulated device arrays, kernels run by the simulator, wall-clock markers; a
+    "graph" re-issues its kernels. What :class:`GPUBackend` does with CuPy and streams, this
+    class does with NumPy; nothing above the backend asks which one it has."""
+
+    simulator = True
+
+    def _start(self) -> None:
+        self.xp = np
+
+    def _device_name(self) -> str:
+        return "CUDA simulator"
+
+    def to_device(self, a):
+        return np.ascontiguousarray(a)
+
+    def to_host(self, a):
+        self.counters.syncs += 1
+        return np.asarray(a)
+
+    def nb(self, a):
+        """The NumPy array wrapped as a simulated device array over the same memory (a bare
+        NumPy argument would be copied in and written back after the kernel, which breaks
+        in-place kernels whose arguments alias); scalars as they are."""
+        if isinstance(a, np.ndarray) and a.ndim > 0:
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+            return FakeCUDAArray(a)
+        return a
+
+    def marker(self):
+        return WallMarker()
+
+    def synchronize(self) -> None:
+        self.counters.syncs += 1
+
+    def launch(self, kernel, griddim, *args):
+        self.counters.launches += 1
+        kernel[griddim](*args)
