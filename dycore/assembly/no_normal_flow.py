@@ -57,9 +57,9 @@ class NoNormalFlow:
     diag_pos: np.ndarray
 
     @property
-    def normals(self) -> np.ndarray:
-        """(nr, 3) unit outward node normals."""
-        return self.frames[:, 0, :]
+    def normals(self):
+        """(nr, 3) unit outward node normals (frames held as (nr,3,3) or flat (9·nr,))."""
+        return self.frames.reshape(-1, 3, 3)[:, 0, :]
 
 
 def node_normals(coords, faces, n_nodes):
