@@ -54,6 +54,11 @@ SCRIPT = textwrap.dedent(r"""
         "advection_source": (f1, f1, f1, float64, f1),
         "dirichlet_rows": (f1, i1, i1, types.int64[::1], types.int64[::1], int64, f1),
         "scatter_fill": (f1, types.int64[::1], float64),
+        "nnf_rotate_blocks": (f1, f1, types.int64[::1], types.int64[::1], types.int64[::1],
+                              types.int64[::1]),
+        "nnf_rotate_rhs": (f1, f1, types.int64[::1], f1, float64, f1, types.int64[::1]),
+        "nnf_unrotate": (f1, types.int64[::1], f1),
+        "nnf_remove_normal": (f1, types.int64[::1], f1),
         "max_abs_diff": (f1, f1, f2),
         "step_scalars": (f1, f1, f1, f1, f2),
         "finish_columns": (f2, int64, i1, f1, int64),
@@ -78,7 +83,7 @@ def test_solver_kernels_compile_to_sm90_ptx():
     import json
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["missing"] == [], f"kernels without a PTX check: {out['missing']}"
-    assert len(out["kernels"]) == 2 * 21
+    assert len(out["kernels"]) == 2 * 25
     for name, k in out["kernels"].items():
         assert not k["local"], f"{name} uses local memory"
         if name.endswith("/strict"):
