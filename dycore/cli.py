@@ -506,7 +506,7 @@ def _add_verify(subparsers) -> None:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from dycore.diagnostics.verify import plot_verify, verify, write_json
+    from dycore.checks.verify import plot_verify, verify, write_json
     from dycore.preflight import check_output_path
 
     if not 0.0 < args.half_width <= 20000.0:

@@ -91,7 +91,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
     from dycore.assembly.sparsity import build_sparsity
     from dycore.backend.cpu import CPUBackend
     from dycore.backend.gpu import GPUBackend
-    from dycore.diagnostics.timers import StageTimers
+    from dycore.backend.timers import StageTimers
     from dycore import cases
 
     mesh = cases.build_config_mesh(cfg)
@@ -158,7 +158,7 @@ def _kernel_resources_and_block_sweep(backend, ops, dev, mesh, sp_, repeat, resu
     momentum assembly at 32..512 threads per block: the evidence for what limits them."""
     from dycore.backend.gpu import GPUBackend
     from dycore.bench.timing import kernel_resources
-    from dycore.diagnostics.timers import StageTimers
+    from dycore.backend.timers import StageTimers
     res = {}
     for name in ("tracer", "momentum", "divergence", "stabilisation", "lumped_mass",
                  "gather_blocks"):
@@ -182,7 +182,7 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     from dycore import cases
     from dycore.assembly.sparsity import build_sparsity
     from dycore.backend.gpu import GPUBackend
-    from dycore.diagnostics.timers import StageTimers
+    from dycore.backend.timers import StageTimers
     mesh = cases.build_config_mesh(cfg)
     sp_ = build_sparsity(mesh.tets, mesh.nnodes)
     n = mesh.nnodes
@@ -366,7 +366,7 @@ def part_pressure_profile(cfg, nsteps: int, results: dict) -> None:
     level) captured 20 times in a CUDA graph and replayed; CUDA events on the backend's stream,
     median of 10 replays after 3, divided by 20. The same V-cycle graph with the solve marked
     finished gives the cost of a no-op kernel (what a replayed budget past convergence costs)."""
-    from dycore.solvers import kernels as K
+    from dycore.backend import solver_kernels as K
     from dycore.timestepping.simulation import build_simulation
     c = with_backend(cfg, name="gpu", solver_mode="device", assembly="atomic")
     sim = build_simulation(c)

@@ -16,7 +16,7 @@ flow", Int. J. Numer. Meth. Fluids 2, 225–238). With Rᵢ the orthonormal fram
   (docs/equations.md §3), so that **n**·u = 0 holds at the end of every Picard iteration.
 
 The four per-node/per-block operations below are the one source of that arithmetic: the CPU
-drivers (``@njit``) loop over them and the GPU kernels (:mod:`dycore.solvers.vector_kernels`)
+drivers (``@njit``) loop over them and the GPU kernels (:mod:`dycore.backend.vector_kernels`)
 call them one thread per item, with arrays passed flat (block k of 3×3 values at 9k, node i of a
 (n,3) field at 3i) — the same operations in the same order, so strict mode keeps CPU = GPU bits.
 """

@@ -9,8 +9,8 @@ from dycore.assembly import no_normal_flow as nnf_ops
 from dycore.assembly.assembler import Assembler
 from dycore.assembly.gather import gather_blocks
 from dycore.assembly.loop_spec import ELEMENTS
-from dycore.diagnostics.counters import Counters
-from dycore.diagnostics.timers import WallMarker
+from dycore.backend.counters import Counters
+from dycore.backend.timers import WallMarker
 
 __all__ = ["CPUBackend", "CPUVectorOps", "HostCSR"]
 

@@ -19,8 +19,8 @@ from dycore.backend import _numpy_compat  # noqa: F401
 from dycore.assembly.assembler import Assembler
 from dycore.backend.gpu_kernels import get_kernels, grid
 from dycore.backend.gpu_ops import DeviceCSR, GPUVectorOps
-from dycore.diagnostics.counters import Counters
-from dycore.diagnostics.timers import WallMarker
+from dycore.backend.counters import Counters
+from dycore.backend.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
 log = logging.getLogger("dycore")

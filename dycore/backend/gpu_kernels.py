@@ -110,11 +110,11 @@ _SOLVER_CACHE: dict = {}
 
 
 def get_solver_kernels(strict: bool = False, rb: int = 256):
-    """The device solver kernels (:mod:`dycore.solvers.kernels`) for a floating-point mode and
+    """The device solver kernels (:mod:`dycore.backend.solver_kernels`) for a floating-point mode and
     reduction block size, built on first use through :func:`kernel_compiler`."""
     key = (strict, rb)
     if key not in _SOLVER_CACHE:
-        from dycore.solvers.kernels import build_solver_kernels
+        from dycore.backend.solver_kernels import build_solver_kernels
         _SOLVER_CACHE[key] = build_solver_kernels(kernel_compiler(strict),
                                                   cuda.jit(device=True), rb)
     return _SOLVER_CACHE[key]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dycore.solvers.vector_kernels import NSTEP_SCALARS
+from dycore.backend.vector_kernels import NSTEP_SCALARS
 
 __all__ = ["DeviceCSR", "GPUVectorOps"]
 
@@ -19,7 +19,7 @@ class DeviceCSR:
 
     One thread per row sums ``data[k]·x[indices[k]]`` in index order from 0.0 (SciPy's
     ``csr_matvec``); in strict mode (fma=0) ``A @ x`` has the CPU's bits. The kernel is the
-    solvers' block-CSR SpMV (:mod:`dycore.solvers.kernels`), so one SpMV serves everything.
+    solvers' block-CSR SpMV (:mod:`dycore.backend.solver_kernels`), so one SpMV serves everything.
 
     Parameters
     ----------
@@ -57,7 +57,7 @@ class DeviceCSR:
 
 
 class GPUVectorOps:
-    """Vector operations of the Picard step on the GPU (see :mod:`dycore.solvers.vector_kernels`).
+    """Vector operations of the Picard step on the GPU (see :mod:`dycore.backend.vector_kernels`).
 
     All arguments are backend arrays (any shape; used flat). Scalars that the host reads go to
     ``out[slot]`` of a caller's buffer, so the step reads all of them in one copy.

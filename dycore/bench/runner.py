@@ -257,7 +257,7 @@ class _Bench:
     def assembly(self, mesh, sp):
         from dycore.backend.cpu import CPUBackend
         from dycore.bench.assembly import lookup_by_search, tracer_inputs
-        from dycore.diagnostics.timers import StageTimers
+        from dycore.backend.timers import StageTimers
 
         if not np.array_equal(lookup_by_search(sp.indptr, sp.indices, mesh.tets), sp.lookup):
             raise AssertionError("csr_find disagrees with the lookup table")
@@ -300,7 +300,7 @@ class _Bench:
 
     def _gpu_assembly_calls(self, mesh, sp, h):
         from dycore.backend.gpu import GPUBackend
-        from dycore.diagnostics.timers import StageTimers
+        from dycore.backend.timers import StageTimers
 
         calls = {}
         for mode, label in (("atomic", "gpu atomic + lookup table"),

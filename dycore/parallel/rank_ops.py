@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dycore.backend.cpu import CPUVectorOps
-from dycore.diagnostics.timers import WallMarker
+from dycore.backend.cpu import CPUBackend, CPUVectorOps
 from dycore.parallel.halo import HaloExchange
 from dycore.parallel.reduce import exact_parts, parts_to_float
 
@@ -109,29 +108,19 @@ class OwnedRowsOperator:
         self.halo.update(out)
 
 
-class RankBackend:
-    """The backend value of one CPU rank (NumPy arrays; reductions across ``comm``)."""
+class RankBackend(CPUBackend):
+    """The CPU backend of one MPI rank: NumPy arrays, generated CPU loops, the CPU clocks, with
+    :class:`RankVectorOps` (reductions across ``comm``) as its vector operations.
 
-    name = "cpu"
-    xp = np
-    solver_mode = "host"
-    assembly = "deterministic"
+    Parameters
+    ----------
+    comm : mpi4py communicator; n_owned : int — owned entries lead every local array
+    """
 
     def __init__(self, comm, n_owned: int):
+        super().__init__(threads=0)       # the launcher sets NUMBA_NUM_THREADS per rank
         self.ops = RankVectorOps(comm, n_owned)
 
     def describe(self) -> str:
         c = self.ops.comm
-        return f"cpu, MPI rank {c.rank} of {c.size}"
-
-    def to_device(self, a):
-        return np.ascontiguousarray(a)
-
-    def to_host(self, a):
-        return np.asarray(a)
-
-    def marker(self):
-        return WallMarker()
-
-    def synchronize(self) -> None:
-        pass
+        return f"cpu, MPI rank {c.rank} of {c.size} ({self.threads} numba threads)"

@@ -27,7 +27,7 @@ import numpy as np
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.diagnostics.norms import step_diagnostics
-from dycore.diagnostics.timers import StageTimers
+from dycore.backend.timers import StageTimers
 from dycore.errors import ConfigError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import gather_to_root

@@ -2,7 +2,7 @@
 
 The pressure matrix depends only on the mesh, so PyAMG builds its hierarchy once
 (:func:`dycore.solvers.linear.amg_hierarchy`); every level's A, P and R are copied to the device as
-CSR, and one V-cycle is a fixed sequence of kernels (:mod:`dycore.solvers.kernels`):
+CSR, and one V-cycle is a fixed sequence of kernels (:mod:`dycore.backend.solver_kernels`):
 
     level l < L−1:  ν polynomial smoothing steps from x = 0;  r = b − A x;  b_{l+1} = R r;
                     (recursion);  x += P x_{l+1};  ν smoothing steps
@@ -99,7 +99,7 @@ class HostHierarchy:
 
 
 def grouped_matvec(a, x, g: int) -> np.ndarray:
-    """A x summed in the row kernels' order (:mod:`dycore.solvers.kernels`): lane j of a row's
+    """A x summed in the row kernels' order (:mod:`dycore.backend.solver_kernels`): lane j of a row's
     ``g`` lanes adds entries j, j+g, ... in index order from 0.0, then the lanes meet in a fixed
     tree (lane l += lane l+g/2, then l+g/4, ...). ``g = 1`` is SciPy's order. (n,) float64."""
     a = a.tocsr()

@@ -21,7 +21,7 @@ import logging
 import numpy as np
 
 from dycore.errors import ConfigError
-from dycore.solvers import kernels as K
+from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy
 from dycore.solvers.krylov import DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG
 

@@ -1,6 +1,6 @@
 """Device Krylov solvers that need no host synchronisation per iteration: PCG and BiCGStab.
 
-Both are written as sequences of the kernels of :mod:`dycore.solvers.kernels`, issued through
+Both are written as sequences of the kernels of :mod:`dycore.backend.solver_kernels`, issued through
 the backend (``backend.launch``), over work arrays allocated once. A solve is
 
     start       (x = 0, r = b, ||b||², the tolerance, the preconditioner set-up)
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dycore.solvers import kernels as K
+from dycore.backend import solver_kernels as K
 from dycore.errors import SolverDivergedError
 
 __all__ = ["DeviceLinalg", "DeviceMatrix", "DevicePCG", "DeviceBiCGStab", "group_size",

@@ -18,7 +18,7 @@ from dycore.assembly.operators import build_mesh_operators
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend import select_backend
 from dycore.diagnostics.norms import step_diagnostics
-from dycore.diagnostics.timers import StageTimers
+from dycore.backend.timers import StageTimers
 from dycore.physics.coefficients import build_coefficients
 from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
 from dycore.timestepping.picard import PicardStepper

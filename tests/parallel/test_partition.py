@@ -130,7 +130,7 @@ def test_halo_elements_assemble_owned_rows_bitwise(systems, k):
     assembler: the
     owned rows of the tracer and momentum matrices, their right-hand sides, C and K_p equal
     the serial assembly's bit for bit."""
-    from dycore.diagnostics.timers import StageTimers
+    from dycore.backend.timers import StageTimers
     s = systems
     sim = s["sim"]
     c, tc = sim.coeffs, sim.config.time

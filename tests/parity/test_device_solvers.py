@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dycore.backend.gpu import GPUBackend
-from dycore.solvers import kernels as K
+from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, grouped_matvec,
                                 smoother_coefficients, vcycle_reference)
 from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,

@@ -12,7 +12,7 @@ from tiny_mesh import tiny_mesh
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend.cpu import CPUBackend
-from dycore.diagnostics.timers import StageTimers
+from dycore.backend.timers import StageTimers
 
 
 @pytest.fixture(scope="module")

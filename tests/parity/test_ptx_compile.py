@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(r"""
     from numba.core import types
     import numba.cuda.dispatcher as dispatcher
     from dycore.backend.strict_fp import _renamed, install_nvvm_fma_guard
-    from dycore.solvers.kernels import build_solver_kernels
+    from dycore.backend.solver_kernels import build_solver_kernels
 
     class _Device:                       # device functions ask the current device for its cc
         compute_capability = (9, 0)

@@ -10,7 +10,7 @@ from tiny_mesh import tiny_mesh
 from dycore.assembly.sparsity import build_sparsity
 from dycore.backend import strict_fp
 from dycore.backend.cpu import CPUBackend
-from dycore.diagnostics.timers import StageTimers
+from dycore.backend.timers import StageTimers
 
 
 def test_strict_backend_bitwise_element_matrices():

@@ -11,7 +11,7 @@ from tiny_mesh import tiny_mesh
 from dycore.assembly.operators import build_mesh_operators
 from dycore.assembly.sparsity import build_sparsity, second_order_pattern
 from dycore.backend.cpu import CPUBackend
-from dycore.diagnostics.timers import StageTimers
+from dycore.backend.timers import StageTimers
 from dycore.mesh import shuffle
 
 

@@ -125,7 +125,7 @@ def test_csr_find_equals_lookup(mesh):
 @pytest.mark.skipif(not SIM, reason="runs the GPU assembly under the CUDA simulator")
 def test_binary_search_assembly_equals_lookup_assembly(mesh):
     from dycore.backend.gpu import GPUBackend
-    from dycore.diagnostics.timers import StageTimers
+    from dycore.backend.timers import StageTimers
 
     sp = build_sparsity(mesh.tets, mesh.nnodes)
     h = tracer_inputs(mesh.nnodes, seed=1)

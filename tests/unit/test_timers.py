@@ -1,7 +1,7 @@
 """Stage timers: host-timed stages added to a backend clock's table."""
 from pathlib import Path
 
-from dycore.diagnostics.timers import StageTimers
+from dycore.backend.timers import StageTimers
 
 SMALL = Path(__file__).resolve().parents[2] / "configs" / "mountainwave3d_small.yaml"
 

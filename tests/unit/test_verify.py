@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dycore import __version__, cli
-from dycore.diagnostics import verify as verify_mod
+from dycore.checks import verify as verify_mod
 from dycore.diagnostics.linear_theory import BellMountainWaves
 from dycore.diagnostics.p1_sample import P1Locator
 from dycore.io.netcdf import SnapshotWriter

@@ -494,7 +494,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
         if i < dst.shape[0]:
             dst[i] = src[i]
 
-    from dycore.solvers.vector_kernels import build_vector_kernels
+    from dycore.backend.vector_kernels import build_vector_kernels
     return SolverKernels(rb=RB, **build_vector_kernels(jit, device_jit, rb),
                          bsr_spmv=jit(bsr_spmv), smooth=jit(smooth),
                          finish=jit(finish),
