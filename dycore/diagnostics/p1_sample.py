@@ -1,10 +1,12 @@
 """Exact evaluation of a P1 (piecewise-linear) node field on a tetrahedral mesh at arbitrary points.
 
 A point is located in its tetrahedron by barycentric coordinates: candidates are the tetrahedra
-whose centroids are nearest to the point (``scipy.spatial.cKDTree``), and points not found among
-them are retried with every tetrahedron whose centroid lies within the largest
-centroid-to-vertex distance of the mesh (which must contain the point if any tetrahedron does),
-so the search is exact, not heuristic. The value is ``sum_i lambda_i f(v_i)``, exactly the P1
+whose centroids are nearest to the point (``scipy.spatial.cKDTree``; 16, then 256 for the points
+not found), and points still not found are retried with every tetrahedron whose centroid lies
+within the largest centroid-to-vertex distance of the mesh (which must contain the point if any
+tetrahedron does), so the search is exact, not heuristic. The last pass runs over a few points
+at a time: on a strongly graded mesh (10 km outer cells beside 1 km core cells) that ball holds
+thousands of tetrahedra per point, and holding all of them at once took 24 GB. The value is ``sum_i lambda_i f(v_i)``, exactly the P1
 field. Points outside the mesh (outside the box, below the terrain) get NaN.
 """
 from __future__ import annotations
@@ -26,7 +28,7 @@ class P1Locator:
     points : ndarray (npoints, 3) float
         Where to sample [m].
     candidates : int
-        Nearest centroids tried first (default 16).
+        Nearest centroids tried first (default 16; then 16 times as many).
     tol : float
         Barycentric tolerance: a point with every ``lambda_i >= -tol`` is inside (default 1e-9).
 
@@ -37,6 +39,9 @@ class P1Locator:
     weights : ndarray (npoints, 4) float64
         Barycentric coordinates (NaN outside).
     """
+
+    #: points per ball query of the exact fallback (bounds its memory)
+    FALLBACK_BATCH = 64
 
     def __init__(self, coords, cell_nodes, points, *, candidates: int = 16, tol: float = 1e-9):
         from scipy.spatial import cKDTree
@@ -56,15 +61,20 @@ class P1Locator:
         self.cell = np.full(self.npoints, -1, dtype=np.int64)
         self.weights = np.full((self.npoints, 4), np.nan)
 
-        k = min(candidates, len(centroids))
-        _, cand = self._tree.query(points, k=k)
-        cand = np.asarray(cand).reshape(self.npoints, k)
-        self._assign(np.arange(self.npoints), points, cand)
-        # exact fallback: all tets whose centroid is within the largest circum-distance
-        left = np.flatnonzero(self.cell < 0)
-        if len(left):
-            balls = self._tree.query_ball_point(points[left], r=self._radius * (1 + 1e-12))
-            for idx, cands in zip(left, balls):
+        left = np.arange(self.npoints)
+        for k in (candidates, 16 * candidates):
+            k = min(k, len(centroids))
+            _, cand = self._tree.query(points[left], k=k)
+            self._assign(left, points[left], np.asarray(cand).reshape(len(left), k))
+            left = left[self.cell[left] < 0]
+            if not len(left) or k == len(centroids):
+                break
+        # exact fallback: all tets whose centroid is within the largest circum-distance, a
+        # batch of points at a time (the balls can hold thousands of tets each)
+        r = self._radius * (1 + 1e-12)
+        for s in range(0, len(left), self.FALLBACK_BATCH):
+            batch = left[s:s + self.FALLBACK_BATCH]
+            for idx, cands in zip(batch, self._tree.query_ball_point(points[batch], r=r)):
                 if cands:
                     self._assign(np.array([idx]), points[idx:idx + 1],
                                  np.asarray(cands, dtype=np.int64)[None, :])

@@ -127,3 +127,26 @@ def test_p1_sampling_reproduces_a_linear_function_and_masks_outside():
     assert np.allclose(got[:500], f(pts), rtol=0, atol=1e-12)
     assert np.all(np.isnan(got[500:])) and not loc.inside[500:].any()
     assert np.allclose(loc.weights[:500].sum(axis=1), 1.0)
+
+
+def test_p1_sampling_on_a_strongly_graded_mesh_is_exact_in_bounded_batches(monkeypatch):
+    """Cells of 0.1 beside cells up to 5 wide (a core, outer cells growing by 2.2): the nearest centroids
+    of a point in a large cell are the small cells', so most points reach the exact fallback.
+    It runs a few points at a time (3 here) and finds the same tetrahedra as a brute-force
+    search over every tetrahedron."""
+    core = np.linspace(-1.0, 1.0, 21)
+    outer = 1.0 + np.cumsum(0.1 * 2.2 ** np.arange(1, 6))                 # 0.22 ... 5.15 wide
+    xs = np.concatenate([-outer[::-1], core, outer])
+    coords, tets = box_mesh(xs, np.array([0.0, 1.0]), np.array([0.0, 0.5, 1.0]))
+    rng = np.random.default_rng(3)
+    pts = np.column_stack([rng.uniform(xs[0], xs[-1], 300), rng.uniform(0, 1, 300),
+                           rng.uniform(0, 1, 300)])
+    monkeypatch.setattr(P1Locator, "FALLBACK_BATCH", 3)
+    loc = P1Locator(coords, tets, pts, candidates=1)
+    every = P1Locator(coords, tets, pts, candidates=len(tets))           # brute force
+    assert loc.inside.all()
+    v = coords[tets[loc.cell]]                                          # (n, 4, 3)
+    assert np.allclose(np.einsum("pi,pij->pj", loc.weights, v), pts, rtol=0, atol=1e-12)
+    assert np.allclose(loc.weights, every.weights, rtol=0, atol=1e-12)
+    f = lambda p: 0.5 - p[:, 0] + 2.0 * p[:, 2]
+    assert np.allclose(loc(f(coords)), f(pts), rtol=0, atol=1e-12)
