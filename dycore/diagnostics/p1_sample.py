@@ -6,8 +6,9 @@ not found), and points still not found are retried with every tetrahedron whose 
 within the largest centroid-to-vertex distance of the mesh (which must contain the point if any
 tetrahedron does), so the search is exact, not heuristic. The last pass runs over a few points
 at a time: on a strongly graded mesh (10 km outer cells beside 1 km core cells) that ball holds
-thousands of tetrahedra per point, and holding all of them at once took 24 GB. The value is ``sum_i lambda_i f(v_i)``, exactly the P1
-field. Points outside the mesh (outside the box, below the terrain) get NaN.
+thousands of tetrahedra per point, and holding all of them at once took 24 GB. The value is
+``sum_i lambda_i f(v_i)``, exactly the P1 field. Points outside the mesh (outside the box, below
+the terrain) get NaN.
 """
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def abort_on_error(comm, exit_code: int = 1, passthrough: tuple = ()):
 
 # seconds between printing the message and MPI_Abort: the launcher forwards a rank's stderr
 # asynchronously and drops what it has not forwarded when the abort kills its proxies (with
-# MPICH's hydra, 6 of 20 messages were lost without the pause, 0 of 60 with it)
+# MPICH's hydra, 6 of 20 messages were lost without the pause, 0 of 80 with it)
 ABORT_GRACE_S = 0.5
 
 
