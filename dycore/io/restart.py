@@ -25,7 +25,7 @@ from dycore.errors import OutputError
 from dycore.io.netcdf import FIELDS, SnapshotWriter, open_output
 
 __all__ = ["RestartPoint", "read_restart", "find_restart", "checkpoint_path",
-           "write_checkpoint", "snapshots_upto", "CHECKPOINT_SUFFIX"]
+           "write_checkpoint", "snapshots_upto", "rewrite_output", "CHECKPOINT_SUFFIX"]
 
 log = logging.getLogger("dycore")
 
@@ -246,6 +246,71 @@ def snapshots_upto(path: str | Path, step: int, *, dt: float) -> tuple[int, int]
     upto = np.flatnonzero(valid & (steps <= step))
     keep = int(upto[-1]) + 1 if upto.size else 0
     return keep, int(np.count_nonzero(valid[keep:]))
+
+
+def rewrite_output(path: str | Path, *, keep_snapshots: int, keep_steps_upto: int) -> None:
+    """Rewrite output file ``path`` as a fresh file holding only what a restart keeps: the
+    first ``keep_snapshots`` time records and the step records of steps 1..``keep_steps_upto``
+    (every dimension, variable, chunking, compression and attribute copied as it is).
+
+    For a file that a killed run left readable but not writable in place: HDF5 can leave
+    metadata that a reader tolerates and a writer refuses ("NetCDF: HDF error" on append; seen
+    once in SIGKILL tests). The copy is made as ``path`` + ``.part`` and renamed over ``path``
+    (``os.replace``), so ``path`` is at every moment the old file or the complete new one.
+
+    Raises
+    ------
+    OutputError
+        ``path`` cannot be read (named with the reason) or the copy cannot be written.
+    """
+    path = Path(path)
+    part = path.with_name(path.name + ".part")
+    src = open_output(path, ("time",), what="output file")
+    import netCDF4                            # open_output succeeded: the package is there
+    try:
+        steps = np.asarray(src.variables["step"][:]) if "step" in src.variables else []
+        n_step = 0
+        while n_step < len(steps) and 1 <= steps[n_step] <= keep_steps_upto:
+            n_step += 1
+        keep = {"time": int(keep_snapshots), "step": n_step}
+        with netCDF4.Dataset(part, "w", format=src.data_model) as dst:
+            _copy_group(src, dst, keep)
+        os.replace(part, path)
+    except (OSError, RuntimeError, KeyError, IndexError, ValueError) as exc:
+        part.unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot rewrite output file to continue it ({exc}); "
+                          "start a new file with --output") from None
+    finally:
+        src.close()
+
+
+def _copy_group(src, dst, keep: Mapping[str, int]) -> None:
+    """Copy netCDF group ``src`` (dimensions, attributes, variables, subgroups) into ``dst``;
+    a variable whose first dimension is in ``keep`` gets only its first ``keep[dim]`` records."""
+    dst.set_auto_mask(False)
+    for name, dim in src.dimensions.items():
+        dst.createDimension(name, None if dim.isunlimited() else len(dim))
+    dst.setncatts({a: src.getncattr(a) for a in src.ncattrs()})
+    for name, var in src.variables.items():
+        filters = var.filters() or {}
+        chunking = var.chunking()
+        attrs = {a: var.getncattr(a) for a in var.ncattrs() if a != "_FillValue"}
+        out = dst.createVariable(
+            name, var.datatype, var.dimensions,
+            fill_value=var.getncattr("_FillValue") if "_FillValue" in var.ncattrs() else None,
+            compression="zlib" if filters.get("zlib") else None,
+            complevel=filters.get("complevel", 4), shuffle=bool(filters.get("shuffle")),
+            chunksizes=None if chunking in (None, "contiguous") else chunking,
+            contiguous=chunking == "contiguous")
+        out.set_auto_mask(False)
+        out.setncatts(attrs)
+        n = keep.get(var.dimensions[0]) if var.dimensions else None
+        if n is None:
+            out[...] = var[...]
+        elif n:
+            out[:n, ...] = var[:n, ...]
+    for name, group in src.groups.items():
+        _copy_group(group, dst.createGroup(name), keep)
 
 
 def write_checkpoint(path: str | Path, mesh: Any, t: float, step: int,

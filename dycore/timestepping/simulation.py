@@ -311,8 +311,8 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     from dycore.timestepping.progress import Progress
 
     from dycore.errors import ConfigError, OutputError
-    from dycore.io.restart import (checkpoint_path, find_restart, snapshots_upto,
-                                   write_checkpoint)
+    from dycore.io.restart import (checkpoint_path, find_restart, rewrite_output,
+                                   snapshots_upto, write_checkpoint)
 
     wall0 = time.perf_counter()
     path = Path(config.output_path)
@@ -385,8 +385,15 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
             f"{courant:.2g})")
 
     if append:
-        writer = SnapshotWriter.append(path, keep_snapshots=keep, keep_steps_upto=k0,
-                                       config_yaml=config.resolved_yaml(), version=__version__)
+        kept = dict(keep_snapshots=keep, keep_steps_upto=k0,
+                    config_yaml=config.resolved_yaml(), version=__version__)
+        try:
+            writer = SnapshotWriter.append(path, **kept)
+        except OutputError as exc:         # readable, not writable in place: copy, then append
+            log.warning("%s; rewriting its first %d snapshot(s) into a fresh file to continue it",
+                        exc, keep)
+            rewrite_output(path, keep_snapshots=keep, keep_steps_upto=k0)
+            writer = SnapshotWriter.append(path, **kept)
     else:
         writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
                                 version=__version__, title=f"dycore {config.case.name}")
