@@ -223,7 +223,8 @@ def _add_plot(subparsers) -> None:
                     "terrain on both (grey below the vertical plane; brown height contours on "
                     "the horizontal one, grey where the ground rises above it). --diagnostics "
                     "plots the per-step diagnostics instead.")
-    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
+    parser.add_argument("file", type=Path, metavar="FILE", nargs="?",
+                        help="netCDF output of 'dycore run' (not with --convergence)")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="image to write (default: FILE's stem + '_FIELD.png' beside FILE)")
     parser.add_argument("--field", default="w", metavar="NAME",
@@ -275,7 +276,8 @@ def _add_export(subparsers) -> None:
                     "with the arrays in a .h5 file beside it) that ParaView and VTK open: the "
                     "tetrahedral mesh, the velocity vector u and the scalars w, p, theta_prime, "
                     "q_v, q_c, q_r, with units in the array names.")
-    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
+    parser.add_argument("file", type=Path, metavar="FILE", nargs="?",
+                        help="netCDF output of 'dycore run' (not with --convergence)")
     formats = parser.add_mutually_exclusive_group(required=True)
     formats.add_argument("--xdmf", action="store_true",
                          help="XDMF 3 + HDF5 time series (ParaView: XDMF Reader)")
@@ -487,21 +489,38 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------- verify
 def _add_verify(subparsers) -> None:
     parser = subparsers.add_parser(
-        "verify", help="compare w of a mountainwave3D output with 3-D linear theory",
+        "verify", help="compare w of an output with its case's steady linear theory",
         description="Compare the time-mean w of FILE (snapshots with t >= --t-start, else the "
-                    "last one) with the steady non-hydrostatic linear solution (Smith 1980) on "
-                    "the section y = 0 (z = 1-9 km) and the planes z = 2, 4, 6 km: nRMS, "
-                    "correlation, peak ratios, the antisymmetric part about y = 0 and |w| at "
-                    "the summit node (docs/verify.md).")
-    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
+                    "last one) with the steady non-hydrostatic linear solution of the case "
+                    "recorded in FILE (mountainwave3d: Smith 1980, 3-D; schar: Schär et al. "
+                    "2002, 2-D) on the section y = 0 (z = 1-9 km) and at z = 2, 4, 6 km (planes "
+                    "in 3-D, lines in 2-D): nRMS, correlation, peak ratios, the antisymmetric "
+                    "part about y = 0 (3-D) or the y-dependence of w (2-D) and |w| at the summit "
+                    "node. With --convergence CONFIG, run the case of CONFIG on --levels meshes "
+                    "refined by 2 and fit the order of the w error (docs/verify.md).")
+    parser.add_argument("file", type=Path, metavar="FILE", nargs="?",
+                        help="netCDF output of 'dycore run' (not with --convergence)")
     parser.add_argument("--t-start", type=_finite_float, default=5000.0, metavar="S",
                         help="average the snapshots with t >= S [s] (default: 5000)")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="also draw model and theory side by side into OUT")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the metrics as JSON")
-    parser.add_argument("--half-width", type=float, default=20000.0, metavar="M",
-                        help="compare only inside |x|, |y| <= M [m] (default 20000, the whole "
-                             "window; 8000 for a paper-size mesh, which resolves only that)")
+    parser.add_argument("--half-width", type=float, default=None, metavar="M",
+                        help="compare only inside |x|, |y| <= M [m] (default: 20000, the whole "
+                             "window, for a 3-D case; 15000, inside the absorbing layers, for "
+                             "schar; 8000 for a paper-size 3-D mesh, which resolves only that)")
+    parser.add_argument("--convergence", type=Path, metavar="CONFIG",
+                        help="run CONFIG's case on --levels meshes, each refined by 2 in x and z "
+                             "(and dt halved), and fit the order of the w error "
+                             "(scripts/convergence.py does the same with more options)")
+    parser.add_argument("--levels", type=int, default=3, metavar="K",
+                        help="meshes of the convergence study (>= 3; default 3)")
+    parser.add_argument("--level", type=int, default=None, metavar="L",
+                        help="with --convergence: run only level L (0 = CONFIG as written); "
+                             "finished levels are reused, so a study can be run level by level")
+    parser.add_argument("--workdir", type=Path, default=Path("output/convergence"),
+                        metavar="DIR", help="where the convergence runs write (default "
+                                            "output/convergence)")
     parser.set_defaults(handler=_cmd_verify)
 
 
@@ -509,10 +528,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from dycore.checks.verify import plot_verify, verify, write_json
     from dycore.preflight import check_output_path
 
-    if not 0.0 < args.half_width <= 20000.0:
+    if args.half_width is not None and not 0.0 < args.half_width <= 20000.0:
         print(f"dycore verify: error: argument --half-width: expected a width in (0, 20000] m "
               f"(got {args.half_width:g})", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    if (args.file is None) == (args.convergence is None):
+        print("dycore verify: error: give either FILE or --convergence CONFIG (not both)",
+              file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    if args.convergence is not None:
+        return _cmd_convergence(args)
     for flag, out in (("--json", args.json), ("--png", args.png)):   # before the work
         if out is not None:
             check_output_path(out, overwrite=True, name=flag, example=f"verify.{flag[2:]}")
@@ -523,6 +548,28 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"json: {write_json(result, args.json)}")
     if args.png is not None:
         print(f"png: {plot_verify(result, args.png)}")
+    return EXIT_OK
+
+
+def _cmd_convergence(args: argparse.Namespace) -> int:
+    from dycore.checks.convergence import convergence_study, plot_convergence
+    from dycore.preflight import check_output_path
+
+    if args.levels < 3:
+        print(f"dycore verify: error: argument --levels: expected at least 3 meshes to fit an "
+              f"order (got {args.levels})", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    for flag, out in (("--json", args.json), ("--png", args.png)):
+        if out is not None:
+            check_output_path(out, overwrite=True, name=flag, example=f"convergence.{flag[2:]}")
+    study = convergence_study(args.convergence, levels=args.levels, workdir=args.workdir,
+                              t_start=args.t_start, half_width=args.half_width,
+                              only_level=args.level)
+    print(study.table(), end="")
+    if args.json is not None:
+        print(f"json: {study.write_json(args.json)}")
+    if args.png is not None:
+        print(f"png: {plot_convergence(study, args.png)}")
     return EXIT_OK
 
 

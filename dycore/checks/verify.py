@@ -1,16 +1,20 @@
-"""``dycore verify``: compare a mountainwave3D run with steady 3-D linear theory (docs/verify.md).
+"""``dycore verify``: compare a run with its case's steady linear theory (docs/verify.md).
 
+The reference comes from the case recorded in the file (``config`` attribute): the case module's
+``linear_reference(params)`` (mountainwave3d: 3-D, Smith 1980; schar: 2-D, Schär et al. 2002).
 The model's w (time mean over the snapshots with t >= ``t_start``) is sampled exactly as a P1
 field (:class:`~dycore.diagnostics.p1_sample.P1Locator`) on
 
 * the x-z section y = 0: x in [-20, 20] km every 250 m, z = 1-9 km every 100 m (whole, and the
   bands 1-3, 3-5, 5-7, 7-9 km);
-* the planes z = 2, 4, 6 km: x, y in [-20, 20] km every 250 m,
+* 3-D references: the planes z = 2, 4, 6 km: x, y in [-20, 20] km every 250 m;
+  2-D references (no y-dependence): the lines z = 2, 4, 6 km of the section,
 
-and compared with :class:`~dycore.diagnostics.linear_theory.BellMountainWaves` (Smith 1980) at
-the same points: nRMS = ||m - r|| / ||r||, pattern correlation (Pearson, centred), peak ratios
-max(m)/max(r) and min(m)/min(r). Also: the antisymmetric part of w about y = 0 relative to the
-symmetric part on each plane (L2 norms; linear theory: 0), and |w| at the summit node.
+and compared with the reference at the same points: nRMS = ||m - r|| / ||r||, pattern
+correlation (Pearson, centred), peak ratios max(m)/max(r) and min(m)/min(r). Also, 3-D: the
+antisymmetric part of w about y = 0 relative to the symmetric part on each plane (L2 norms;
+linear theory: 0); 2-D: the y-dependence of w at the nodes (:func:`y_dependence`); both: |w| at
+the summit node.
 """
 from __future__ import annotations
 
@@ -20,20 +24,23 @@ from pathlib import Path
 
 import numpy as np
 
-from dycore.diagnostics.linear_theory import BellMountainWaves, bell_height
 from dycore.diagnostics.p1_sample import P1Locator
 from dycore.errors import OutputError
 
-__all__ = ["VerifyResult", "verify", "metrics", "antisymmetric_ratio", "plot_verify", "write_json",
-           "SECTION_X", "SECTION_Z", "PLANE_LEVELS", "THEORY_GRID"]
+__all__ = ["VerifyResult", "verify", "metrics", "antisymmetric_ratio", "y_dependence",
+           "plot_verify", "write_json", "case_of_file", "SECTION_X", "SECTION_Z", "PLANE_LEVELS",
+           "THEORY_GRID", "DEFAULT_HALF_WIDTH"]
 
 SECTION_X = np.arange(-20_000.0, 20_000.0 + 1, 250.0)
 SECTION_Z = np.arange(1_000.0, 9_000.0 + 1, 100.0)
 PLANE_XY = np.arange(-20_000.0, 20_000.0 + 1, 250.0)
 PLANE_LEVELS = (2_000.0, 4_000.0, 6_000.0)
 BANDS = ((1_000.0, 3_000.0), (3_000.0, 5_000.0), (5_000.0, 7_000.0), (7_000.0, 9_000.0))
-#: synthesis grid of the reference (linear_theory: about 1e-3 relative; docs/verify.md)
-THEORY_GRID = {"length": 4_096_000.0, "length_y": 256_000.0, "dx": 250.0}
+#: keyword overrides passed to the case's ``linear_reference`` (tests shrink the 3-D grid)
+THEORY_GRID: dict = {}
+#: metric window |x| (and |y|) <= this [m] by dimension of the reference: schar's absorbing
+#: layers start 15 km from its centre
+DEFAULT_HALF_WIDTH = {3: 20_000.0, 2: 15_000.0}
 #: plot section extends to the ground
 PLOT_Z = np.arange(0.0, 9_000.0 + 1, 100.0)
 
@@ -51,6 +58,40 @@ def metrics(model: np.ndarray, ref: np.ndarray) -> dict:
             "corr": float(dm @ dr / np.sqrt((dm @ dm) * (dr @ dr))),
             "max_ratio": float(m.max() / r.max()), "min_ratio": float(m.min() / r.min()),
             "points": int(len(r))}
+
+
+def y_dependence(coords: np.ndarray, w: np.ndarray) -> dict:
+    """How much nodal w depends on y, over node columns of equal (x, z).
+
+    Parameters
+    ----------
+    coords : (n, 3) float64 [m]; w : (n,) float64 [m/s]
+
+    Returns
+    -------
+    dict: ``relative`` = max over columns of (max w - min w) / max|w| (0 for no y-dependence;
+    NaN when no two nodes share (x, z)); ``odd`` = max |w(x, y, z) - w(x, -y, z)| / max|w|
+    over the mirror pairs (NaN when there are none); ``columns`` = how many columns hold more
+    than one node.
+    """
+    c = np.asarray(coords, dtype=float)
+    w = np.asarray(w, dtype=float)
+    scale = float(np.max(np.abs(w))) or 1.0
+    _, col = np.unique(c[:, [0, 2]], axis=0, return_inverse=True)
+    col = col.ravel()
+    hi = np.full(col.max() + 1, -np.inf)
+    lo = np.full(col.max() + 1, np.inf)
+    np.maximum.at(hi, col, w)
+    np.minimum.at(lo, col, w)
+    count = np.bincount(col)
+    multi = count > 1
+    relative = float(np.max(hi[multi] - lo[multi]) / scale) if multi.any() else float("nan")
+    key = {tuple(p): i for i, p in enumerate(c.tolist())}
+    pairs = [(i, key[(p[0], -p[1], p[2])]) for i, p in enumerate(c.tolist())
+             if p[1] > 0 and (p[0], -p[1], p[2]) in key]
+    odd = (float(max(abs(w[i] - w[j]) for i, j in pairs) / scale) if pairs
+           else float("nan"))
+    return {"relative": relative, "odd": odd, "columns": int(multi.sum())}
 
 
 def antisymmetric_ratio(plane: np.ndarray) -> float:
@@ -72,26 +113,37 @@ class VerifyResult:
     parameters: dict
     rows: dict = field(default_factory=dict)           # name -> metrics
     antisymmetry: dict = field(default_factory=dict)   # plane name -> (model, theory)
+    ydep: dict = field(default_factory=dict)           # 2-D references: y_dependence()
     summit: dict = field(default_factory=dict)
+    title: str = "steady linear theory"
+    case: str = ""
+    dimensions: int = 3
     fields: dict = field(default_factory=dict, repr=False)   # arrays for the plot
     half_width: float = 20_000.0                        # [m] metrics window |x|, |y| <=
 
     def table(self) -> str:
         lines = [f"dycore verify: {self.path}",
                  f"w: {self.note}",
-                 "reference: steady linear theory (Smith 1980, non-hydrostatic Boussinesq), "
+                 f"reference ({self.case}): {self.title}, "
                  + ", ".join(f"{k} = {v:g}" for k, v in self.parameters.items()),
-                 f"metrics over |x| <= {self.half_width / 1e3:g} km (section), |x|, |y| <= "
-                 f"{self.half_width / 1e3:g} km (planes)",
+                 f"metrics over |x| <= {self.half_width / 1e3:g} km (section"
+                 + (f"), |x|, |y| <= {self.half_width / 1e3:g} km (planes)"
+                    if self.dimensions == 3 else ", lines)"),
                  "",
                  f"{'w':<18}{'nRMS':>8}{'corr':>8}{'max ratio':>11}{'min ratio':>11}{'points':>8}"]
         for name, row in self.rows.items():
             lines.append(f"{name:<18}{row['nrms']:>8.3f}{row['corr']:>8.3f}"
                          f"{row['max_ratio']:>11.3f}{row['min_ratio']:>11.3f}{row['points']:>8d}")
         lines.append("")
-        lines.append("antisymmetric / symmetric part of w about y = 0 (L2):")
+        if self.antisymmetry:
+            lines.append("antisymmetric / symmetric part of w about y = 0 (L2):")
         for name, (model, theory) in self.antisymmetry.items():
             lines.append(f"  {name:<16}model {model:.3f}   theory {theory:.1e}")
+        if self.ydep:
+            d = self.ydep
+            lines.append(f"y-dependence of w at the nodes (max over {d['columns']} columns of "
+                         f"equal x, z, / max|w|): {d['relative']:.2e}; odd part about y = 0: "
+                         f"{d['odd']:.2e}")
         s = self.summit
         lines.append(f"|w| at the summit node ({s['x']:g}, {s['y']:g}, {s['z']:g}) m: "
                      f"{s['abs_w']:.4f} m/s")
@@ -102,25 +154,44 @@ class VerifyResult:
                 "parameters": self.parameters, "metrics": self.rows,
                 "antisymmetric_ratio": {k: {"model": m, "theory": t}
                                         for k, (m, t) in self.antisymmetry.items()},
+                "y_dependence": self.ydep, "case": self.case, "reference": self.title,
                 "summit": self.summit, "half_width": self.half_width}
 
 
-def _case_parameters(ds) -> dict:
-    """U, N, h0, a of the run (from the file's ``config`` attribute; case defaults otherwise)."""
+def case_of_file(config_text):
+    """(case name, case module, its Parameters) recorded in a file's ``config`` attribute.
+
+    Without one (an older file), the configuration's default case with its default parameters.
+    Raises ConfigError for an unknown case name or parameters the case refuses.
+    """
     import yaml
 
     from dycore.cases import load_case
+    from dycore.config import CaseConfig
+    from dycore.errors import ConfigError
 
-    name, overrides = "mountainwave3d", {}
-    text = getattr(ds, "config", None)
-    if text:
-        cfg = yaml.safe_load(text) or {}
+    name, overrides = CaseConfig.model_fields["name"].default, {}
+    if config_text:
+        cfg = yaml.safe_load(config_text) or {}
         case = cfg.get("case") or {}
         name = case.get("name", name)
         overrides = case.get("parameters") or {}
-    params = load_case(name).Parameters(**overrides)
-    return {"u0": float(params.u0), "n": float(params.brunt_vaisala), "h0": float(params.h0),
-            "a": float(params.a)}
+    module = load_case(name)
+    try:
+        params = module.Parameters(**overrides)
+    except ValueError as exc:
+        raise ConfigError(f"case.parameters recorded in the file: {exc}".splitlines()[0]) from None
+    return name, module, params
+
+
+def _case_parameters(ds):
+    """(case name, case module, Parameters, the report's parameter dict) of a run."""
+    name, module, params = case_of_file(getattr(ds, "config", None))
+    shown = {"u0": float(params.u0), "n": float(params.brunt_vaisala), "h0": float(params.h0),
+             "a": float(params.a)}
+    if hasattr(params, "wavelength"):
+        shown["wavelength"] = float(params.wavelength)
+    return name, module, params, shown
 
 
 def _read_mean_w(path: Path, t_start: float):
@@ -156,43 +227,67 @@ def _read_mean_w(path: Path, t_start: float):
     return w, [float(times[i]) for i in use], note, coords, cells, params
 
 
-def verify(path, *, t_start: float = 5000.0, theory: BellMountainWaves | None = None,
-           keep_fields: bool = True, half_width: float = 20_000.0) -> VerifyResult:
+def verify(path, *, t_start: float = 5000.0, theory=None, keep_fields: bool = True,
+           half_width: float | None = None) -> VerifyResult:
     """Compute every verify metric for the output file ``path``.
 
-    ``half_width`` [m] restricts the metrics to |x| <= half_width on the section and
-    |x|, |y| <= half_width on the planes (default 20 km: the whole sampled window; 8 km is the
-    region a paper-size mesh resolves). Raises OutputError for an unreadable file and
-    ValueError for a half_width outside (0, 20 km].
+    Parameters
+    ----------
+    path : output file of ``dycore run``
+    t_start : average the snapshots with t >= t_start [s]
+    theory : reference object (default: the recorded case's ``linear_reference(params)``);
+        it has ``section_y0(x, z)``, ``terrain(x)``, ``dimensions`` (2 or 3), ``title`` and,
+        for 3, ``plane(z, x, y)``
+    keep_fields : keep the sampled arrays for :func:`plot_verify`
+    half_width : [m] restricts the metrics to |x| <= half_width on the section and lines and
+        |x|, |y| <= half_width on the planes (default :data:`DEFAULT_HALF_WIDTH` of the
+        reference's dimension: 20 km, the whole sampled window, in 3-D; 15 km, inside the
+        absorbing layers, for schar; 8 km is the region a paper-size 3-D mesh resolves)
+
+    Raises
+    ------
+    OutputError for an unreadable file; ConfigError for a case this package does not know or
+    one without ``linear_reference``; ValueError for a half_width outside (0, 20 km].
     """
-    if not 0.0 < half_width <= SECTION_X[-1]:
+    if half_width is not None and not 0.0 < half_width <= SECTION_X[-1]:
         raise ValueError(f"half_width: expected a width in (0, {SECTION_X[-1]:g}] m "
                          f"(got {half_width:g})")
     path = Path(path)
-    w, times, note, coords, cells, params = _read_mean_w(path, t_start)
+    w, times, note, coords, cells, (case_name, case, case_params, params) = _read_mean_w(
+        path, t_start)
     if theory is None:
-        theory = BellMountainWaves(u0=params["u0"], n=params["n"], h0=params["h0"],
-                                   a=params["a"], **THEORY_GRID)
+        make = getattr(case, "linear_reference", None)
+        if make is None:
+            from dycore.errors import ConfigError
+            raise ConfigError(f"{path}: case {case_name!r} has no linear reference "
+                              "(linear_reference) to verify against")
+        theory = make(case_params, **THEORY_GRID)
+    dims = int(getattr(theory, "dimensions", 3))
+    if half_width is None:
+        half_width = DEFAULT_HALF_WIDTH[dims]
 
     # model samples: section (plot range 0-9 km), planes
     xs, zs = np.meshgrid(SECTION_X, PLOT_Z)
     sec_pts = np.column_stack([xs.ravel(), np.zeros(xs.size), zs.ravel()])
     px, py = np.meshgrid(PLANE_XY, PLANE_XY)
     plane_pts = [np.column_stack([px.ravel(), py.ravel(), np.full(px.size, lev)])
-                 for lev in PLANE_LEVELS]
+                 for lev in (PLANE_LEVELS if dims == 3 else ())]
     pts = np.concatenate([sec_pts] + plane_pts)
     sampled = P1Locator(coords, cells, pts)(w)
     n_sec = len(sec_pts)
     model_sec = sampled[:n_sec].reshape(xs.shape)
     model_planes = [sampled[n_sec + i * px.size: n_sec + (i + 1) * px.size].reshape(px.shape)
-                    for i in range(len(PLANE_LEVELS))]
+                    for i in range(len(plane_pts))]
 
     theory_sec = theory.section_y0(SECTION_X, PLOT_Z)
-    terrain = bell_height(SECTION_X, 0.0, params["h0"], params["a"])
+    terrain = theory.terrain(SECTION_X)
     theory_sec[PLOT_Z[:, None] < terrain[None, :]] = np.nan       # below the ground
-    theory_planes = [theory.plane(lev, PLANE_XY, PLANE_XY) for lev in PLANE_LEVELS]
+    theory_planes = [theory.plane(lev, PLANE_XY, PLANE_XY) for lev in PLANE_LEVELS] \
+        if dims == 3 else []
 
-    result = VerifyResult(path=str(path), times=times, note=note, parameters=params)
+    result = VerifyResult(path=str(path), times=times, note=note, parameters=params,
+                          title=str(getattr(theory, "title", "steady linear theory")),
+                          case=case_name, dimensions=dims)
     result.half_width = float(half_width)
     cols = np.abs(SECTION_X) <= half_width + 1e-6
     inside = np.abs(PLANE_XY) <= half_width + 1e-6
@@ -208,6 +303,12 @@ def verify(path, *, t_start: float = 5000.0, theory: BellMountainWaves | None = 
         name = f"plane {lev / 1e3:g} km"
         result.rows[name] = metrics(m[win], r[win])
         result.antisymmetry[name] = (antisymmetric_ratio(m[win]), antisymmetric_ratio(r[win]))
+    if dims == 2:
+        for lev in PLANE_LEVELS:
+            row = int(np.argmin(np.abs(PLOT_Z - lev)))
+            result.rows[f"line z = {lev / 1e3:g} km"] = metrics(model_sec[row][cols],
+                                                                theory_sec[row][cols])
+        result.ydep = y_dependence(coords, w)
 
     # summit node: the ground node nearest to the axis x = y = 0
     r2 = coords[:, 0] ** 2 + coords[:, 1] ** 2
@@ -232,12 +333,54 @@ def write_json(result: VerifyResult, out) -> Path:
     return out
 
 
-def plot_verify(result: VerifyResult, out) -> Path:
-    """PNG: model (top row) and linear theory (bottom row) on the y = 0 section (with terrain)
-    and on the planes z = 2, 4, 6 km, one colour scale per column."""
+def _plot_section_pair(result: VerifyResult, out) -> Path:
+    """PNG of a 2-D reference: model and linear theory side by side on the y = 0 section over
+    the metric window (as Schär et al. 2002, Fig. 12-13), one colour scale, contours every
+    0.1 of it, terrain in grey."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from dycore.io.plot import save_png
+
+    f = result.fields
+    km = 1e-3
+    cols = np.abs(SECTION_X) <= result.half_width + 1e-6
+    x = SECTION_X[cols]
+    aloft = PLOT_Z >= SECTION_Z[0] - 1e-6
+    both = np.concatenate([np.ravel(f["model_sec"][aloft][:, cols]),
+                           np.ravel(f["theory_sec"][aloft][:, cols])])
+    vmax = float(np.nanmax(np.abs(both))) if np.isfinite(both).any() else 1e-12
+    vmax = vmax if vmax > 0 else 1e-12
+    fig = Figure(figsize=(15, 5.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 2, sharey=True)
+    levels = np.linspace(-vmax, vmax, 21)
+    for ax, (label, data) in zip(axes, (("model", f["model_sec"]),
+                                        ("linear theory", f["theory_sec"]))):
+        image = ax.pcolormesh(x * km, PLOT_Z * km, np.ma.masked_invalid(data[:, cols]),
+                              cmap="RdBu_r", vmin=-vmax, vmax=vmax, shading="nearest",
+                              rasterized=True)
+        ax.contour(x * km, PLOT_Z * km, np.ma.masked_invalid(data[:, cols]), levels=levels,
+                   colors="k", linewidths=0.4)
+        ax.fill_between(x * km, 0.0, f["terrain"][cols] * km, color="0.5", zorder=3)
+        ax.axhline(SECTION_Z[0] * km, color="k", lw=0.6, ls="--")
+        ax.set_xlabel("x [km]")
+        ax.set_title(f"{label}: w on y = 0 [m/s] (metrics above the dashed line)")
+    axes[0].set_ylabel("z [km]")
+    fig.colorbar(image, ax=axes, label="w [m/s]", shrink=0.9)
+    fig.suptitle(f"{Path(result.path).name} ({result.case}): {result.note}", fontsize=11)
+    return save_png(fig, Path(out), dpi=90)
+
+
+def plot_verify(result: VerifyResult, out) -> Path:
+    """PNG: model (top row) and linear theory (bottom row) on the y = 0 section (with terrain)
+    and on the planes z = 2, 4, 6 km, one colour scale per column; for a 2-D reference the
+    section only, model and theory side by side."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if result.dimensions == 2:
+        return _plot_section_pair(result, out)
     out = Path(out)
     f = result.fields
     km = 1e-3

@@ -9,7 +9,7 @@ Public API
 ----------
 ``Parameters`` (pydantic model), ``terrain``, ``build_mesh``, ``check_mesh``, ``sponge``,
 ``theta_bar``, ``dtheta_bar_dz``, ``q_v_ref``, ``reference_state``, ``initial_state``,
-``DIRICHLET_TAGS``, ``NO_NORMAL_FLOW_TAGS``, ``NAME``.
+``DIRICHLET_TAGS``, ``NO_NORMAL_FLOW_TAGS``, ``NAME``, ``linear_reference``.
 """
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ __all__ = [
     "initial_state",
     "DIRICHLET_TAGS",
     "NO_NORMAL_FLOW_TAGS",
+    "linear_reference",
+    "LINEAR_REFERENCE_GRID",
 ]
 
 NAME = "mountainwave3d"
@@ -455,3 +457,18 @@ def initial_state(params: Parameters, coords) -> dict[str, np.ndarray]:
     state = reference_state(params, coords)
     state["p"] = np.zeros(state["theta_prime"].shape[0], dtype=REAL)
     return {k: state[k] for k in ("u", "p", "theta_prime", "q_v", "q_c", "q_r")}
+
+
+#: default synthesis grid of :func:`linear_reference` (about 1e-3 relative; docs/verify.md)
+LINEAR_REFERENCE_GRID = {"length": 4_096_000.0, "length_y": 256_000.0, "dx": 250.0}
+
+
+def linear_reference(params: Parameters, **grid):
+    """The steady 3-D linear solution for ``dycore verify``:
+    :class:`dycore.cases.mountainwave3d.linear_theory.BellMountainWaves` of these parameters on
+    the synthesis grid :data:`LINEAR_REFERENCE_GRID` (``grid`` overrides its keys ``length``,
+    ``length_y``, ``dx`` [m])."""
+    from dycore.cases.mountainwave3d.linear_theory import BellMountainWaves
+
+    return BellMountainWaves(u0=params.u0, n=params.brunt_vaisala, h0=params.h0, a=params.a,
+                             **{**LINEAR_REFERENCE_GRID, **grid})

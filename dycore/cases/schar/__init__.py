@@ -42,6 +42,8 @@ NAME = "schar"
 DIRICHLET_TAGS = (FaceTag.WEST, FaceTag.EAST)
 #: Ground, lid and the two side walls y = ∓ly/2: strong free-slip no normal flow.
 NO_NORMAL_FLOW_TAGS = (FaceTag.GROUND, FaceTag.TOP, FaceTag.SOUTH, FaceTag.NORTH)
+#: Axes a convergence study refines (dycore.checks.convergence): the channel keeps its width.
+REFINE_AXES = ("x", "z")
 
 
 class Parameters(BaseModel):
@@ -282,10 +284,11 @@ def initial_state(params: Parameters, coords) -> dict[str, np.ndarray]:
     return _background.initial_state(params, coords)
 
 
-def linear_reference(params: Parameters):
+def linear_reference(params: Parameters, **quadrature):
     """The steady linear solution for ``dycore verify``:
-    :class:`dycore.cases.schar.linear_theory.SchaerWaves` of these parameters."""
+    :class:`dycore.cases.schar.linear_theory.SchaerWaves` of these parameters (``quadrature``
+    may set its ``dk`` [1/m])."""
     from dycore.cases.schar.linear_theory import SchaerWaves
 
     return SchaerWaves(u0=params.u0, n=params.brunt_vaisala, h0=params.h0, a=params.a,
-                       wavelength=params.wavelength)
+                       wavelength=params.wavelength, **quadrature)
