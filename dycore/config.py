@@ -171,12 +171,14 @@ class MeshConfig(_Section):
                            description="randomly permute nodes and elements (stress test of "
                                        "assembly order)")
     seed: int = _field(0, unit="-", description="random seed of the shuffle", ge=0)
-    split: Literal["mirror_y", "kuhn"] = _field(
+    split: Literal["mirror_y", "kuhn", "symmetric_y"] = _field(
         "mirror_y", unit="-",
-        description="hexahedron -> 6 tetrahedra split: mirror_y = Kuhn split mirrored in y for "
-                    "y < 0, so the mesh is mirror-symmetric about y = 0 (needs an even ny; an "
-                    "odd ny falls back to kuhn with a warning); kuhn = the same Kuhn split in "
-                    "every cell")
+        description="hexahedron -> tetrahedra split: mirror_y = 6-tet Kuhn split mirrored in y "
+                    "for y < 0, so the mesh is mirror-symmetric about y = 0 (needs an even ny; "
+                    "an odd ny falls back to kuhn with a warning); kuhn = the same Kuhn split in "
+                    "every cell; symmetric_y = 20 tets per cell around cell- and face-centre "
+                    "nodes, every cell mirror-symmetric about its own mid-plane in y (a channel "
+                    "with free-slip walls, e.g. schar: w independent of y to round-off)")
     core_x: tuple[float, float] | None = _field(
         None, unit="m",
         description="[x_lo, x_hi] of the uniform horizontal core (with core_y_half and core_dx; "

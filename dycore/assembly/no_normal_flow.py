@@ -15,6 +15,12 @@ flow", Int. J. Numer. Meth. Fluids 2, 225–238). With Rᵢ the orthonormal fram
   u = u* + P M_L⁻¹Cᵀδp with Pᵢ = I − **n**ᵢ**n**ᵢᵀ, and the pressure matrix is C P M_L⁻¹ Cᵀ
   (docs/equations.md §3), so that **n**·u = 0 holds at the end of every Picard iteration.
 
+Edges where two no-normal-flow surfaces meet at an angle (a side wall of a channel and the
+ground or the lid: the tag normals' |cos| < :data:`EDGE_COS`) get two constraints: the frame's
+first two rows are the two surfaces' normals (orthonormalised, the first tag's exact), both rows
+are constraint rows and the projection removes both components (``fixed`` = 2); everywhere else
+one (``fixed`` = 1), which is bit for bit the one-constraint arithmetic.
+
 The four per-node/per-block operations below are the one source of that arithmetic: the CPU
 drivers (``@njit``) loop over them and the GPU kernels (:mod:`dycore.backend.vector_kernels`)
 call them one thread per item, with arrays passed flat (block k of 3×3 values at 9k, node i of a
@@ -29,7 +35,10 @@ from numba import njit
 
 from dycore.fem._jit import element_function
 
-__all__ = ["NoNormalFlow", "build_no_normal_flow", "localise", "node_normals", "normal_frames",
+#: two no-normal-flow surfaces meeting at a node with |cos angle| below this are both imposed
+EDGE_COS = 0.9
+
+__all__ = ["NoNormalFlow", "build_no_normal_flow", "EDGE_COS", "localise", "node_normals", "normal_frames",
            "rotate_block", "rotate_rhs_node", "unrotate_node", "remove_normal_node",
            "rotate_system", "unrotate", "remove_normal"]
 
@@ -46,6 +55,9 @@ class NoNormalFlow:
     blk_row, blk_col : (nb,) int64 — frame index of the block's row / column node (−1: none)
     blk_diag : (nb,) int64 — 1 for a diagonal block
     diag_pos : (nr,) int64 — position of each rotated node's diagonal block
+    fixed : (nr,) int64 — constrained directions of each rotated node (1, or 2 on an edge
+        between two no-normal-flow surfaces: the first ``fixed`` rows of its frame); None
+        means all 1
     """
 
     nodes: np.ndarray
@@ -55,6 +67,11 @@ class NoNormalFlow:
     blk_col: np.ndarray
     blk_diag: np.ndarray
     diag_pos: np.ndarray
+    fixed: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.fixed is None:
+            self.fixed = np.ones(self.nodes.shape[0], dtype=np.int64)
 
     @property
     def normals(self):
@@ -147,10 +164,52 @@ def build_no_normal_flow(mesh, sparsity, tags, dirichlet_nodes,
         if pick.size:
             exact, valid = fn(np.asarray(mesh.coords)[pick])
             summed[pick[valid]] = exact[valid]
-    return _with_blocks(nodes, normal_frames(summed[nodes]), sparsity)
+    frames = normal_frames(summed[nodes])
+    fixed = np.ones(nodes.size, np.int64)
+    edge = _edge_frames(mesh, sel, tags, nodes, surface_normals)
+    for f, frame in edge.items():
+        frames[f] = frame
+        fixed[f] = 2
+    return _with_blocks(nodes, frames, sparsity, fixed)
 
 
-def _with_blocks(nodes, frames, sparsity) -> NoNormalFlow:
+def _edge_frames(mesh, sel, tags, nodes, surface_normals) -> dict:
+    """{frame index: (3, 3) frame} of the rotated nodes on two no-normal-flow surfaces that meet
+    at an angle (|cos| < EDGE_COS): rows n₁ (the earlier tag in ``tags``; its exact normal when
+    ``surface_normals`` has one valid there), n₂ (the later tag's, minus its n₁ part,
+    normalised), n₁ × n₂."""
+    tags = [int(t) for t in tags]
+    if len(tags) < 2:
+        return {}
+    coords = np.asarray(mesh.coords, dtype=np.float64)
+    per_tag = []
+    for t in tags:
+        faces = mesh.faces[sel & (mesh.face_tags == t)].astype(np.int64)
+        per_tag.append(node_normals(coords, faces, mesh.nnodes)[nodes])
+    per_tag = np.stack(per_tag)                                  # (ntags, nr, 3)
+    length = np.linalg.norm(per_tag, axis=2)
+    on = length > 0.0
+    out = {}
+    for f in np.flatnonzero(on.sum(axis=0) >= 2):
+        first, second = np.flatnonzero(on[:, f])[:2]
+        n1 = per_tag[first, f] / length[first, f]
+        n2 = per_tag[second, f] / length[second, f]
+        if abs(float(n1 @ n2)) >= EDGE_COS:
+            continue
+        fn = (surface_normals or {}).get(tags[first]) or next(
+            (v for k, v in (surface_normals or {}).items() if int(k) == tags[first]), None)
+        if fn is not None:
+            exact, valid = fn(coords[nodes[f]][None, :])
+            if bool(np.asarray(valid)[0]):
+                n1 = np.asarray(exact[0], dtype=np.float64)
+                n1 = n1 / np.linalg.norm(n1)
+        n2 = n2 - (n1 @ n2) * n1
+        n2 /= np.linalg.norm(n2)
+        out[int(f)] = np.stack([n1, n2, np.cross(n1, n2)])
+    return out
+
+
+def _with_blocks(nodes, frames, sparsity, fixed=None) -> NoNormalFlow:
     """NoNormalFlow of sorted ``nodes`` with ``frames`` over the BCSR pattern ``sparsity``."""
     index = np.full(sparsity.n, -1, np.int64)
     index[nodes] = np.arange(nodes.size)
@@ -166,7 +225,9 @@ def _with_blocks(nodes, frames, sparsity) -> NoNormalFlow:
                         frames=np.ascontiguousarray(frames, dtype=np.float64),
                         blk_pos=hit.astype(np.int64), blk_row=index[row[hit]],
                         blk_col=index[col[hit]], blk_diag=diag.astype(np.int64),
-                        diag_pos=diag_pos)
+                        diag_pos=diag_pos,
+                        fixed=(np.ones(nodes.size, np.int64) if fixed is None
+                               else np.asarray(fixed, np.int64)))
 
 
 def localise(nnf: NoNormalFlow, g2l, sparsity) -> NoNormalFlow:
@@ -181,15 +242,16 @@ def localise(nnf: NoNormalFlow, g2l, sparsity) -> NoNormalFlow:
     keep = np.flatnonzero(loc >= 0)
     keep = keep[has_row[loc[keep]]]
     order = keep[np.argsort(loc[keep])]
-    return _with_blocks(loc[order], frames[order], sparsity)
+    return _with_blocks(loc[order], frames[order], sparsity, np.asarray(nnf.fixed)[order])
 
 
 # ------------------------------------------------------------------ the one-source arithmetic
 @element_function
-def rotate_block(values, pos, frames, fr, fc, diag):
+def rotate_block(values, pos, frames, fixed, fr, fc, diag):
     """Block ``pos`` of flat 3×3 BCSR ``values`` ← R_fr · block · R_fcᵀ in place (fr/fc < 0:
-    that side is not rotated); a rotated row's normal row then keeps only its diagonal entry
-    a_nn = nᵀAᵢᵢn (on the diagonal block; zero elsewhere): the constraint row a_nn·δũₙ = a_nn·g
+    that side is not rotated); a rotated row's ``fixed[fr]`` normal rows then keep only their
+    diagonal entries a_nn = nᵀAᵢᵢn (on the diagonal block; zero elsewhere): the constraint row
+    a_nn·δũₙ = a_nn·g
     is scaled like its neighbours, which keeps the Krylov solve's attainable relative residual
     at the level of the unrotated system (a row of 1 beside rows of M_L ~ 1e6 m³ stalls GMRES
     near 1e-10)."""
@@ -212,25 +274,28 @@ def rotate_block(values, pos, frames, fr, fc, diag):
                 values[o + 3 * a + b] = (frames[9 * fr + 3 * a] * y0
                                          + frames[9 * fr + 3 * a + 1] * y1
                                          + frames[9 * fr + 3 * a + 2] * y2)
-        if not diag:
-            values[o] = 0.0
-        values[o + 1] = 0.0
-        values[o + 2] = 0.0
+        for a in range(fixed[fr]):
+            for b in range(3):
+                if not (diag and a == b):
+                    values[o + 3 * a + b] = 0.0
 
 
 @element_function
-def rotate_rhs_node(rhs, u_old, node, frames, f, dt, a_nn):
-    """rhs of ``node`` (flat (n,3)) ← R_f rhs, its normal entry ← a_nn·(−(**n**·uⁿ)/Δt) with
-    a_nn the rotated diagonal entry of the node's normal row (see :func:`rotate_block`)."""
+def rotate_rhs_node(rhs, u_old, node, frames, f, dt, values, dpos, nfix):
+    """rhs of ``node`` (flat (n,3)) ← R_f rhs, its first ``nfix`` (normal) entries a ←
+    a_aa·(−(**n**_a·uⁿ)/Δt) with a_aa the rotated diagonal entry of that row, at
+    ``values[9·dpos + 4a]`` (the node's diagonal block, see :func:`rotate_block`)."""
     r0 = rhs[3 * node]
     r1 = rhs[3 * node + 1]
     r2 = rhs[3 * node + 2]
-    for a in range(1, 3):
+    for a in range(nfix, 3):
         rhs[3 * node + a] = (frames[9 * f + 3 * a] * r0 + frames[9 * f + 3 * a + 1] * r1
                              + frames[9 * f + 3 * a + 2] * r2)
-    rhs[3 * node] = a_nn * (-(frames[9 * f] * u_old[3 * node]
-                              + frames[9 * f + 1] * u_old[3 * node + 1]
-                              + frames[9 * f + 2] * u_old[3 * node + 2]) / dt)
+    for a in range(nfix):
+        rhs[3 * node + a] = values[9 * dpos + 4 * a] * (
+            -(frames[9 * f + 3 * a] * u_old[3 * node]
+              + frames[9 * f + 3 * a + 1] * u_old[3 * node + 1]
+              + frames[9 * f + 3 * a + 2] * u_old[3 * node + 2]) / dt)
 
 
 @element_function
@@ -245,21 +310,25 @@ def unrotate_node(x, node, frames, f):
 
 
 @element_function
-def remove_normal_node(x, node, frames, f):
-    """x of ``node`` (flat (n,3)) ← x − **n**(**n**·x)."""
-    s = (frames[9 * f] * x[3 * node] + frames[9 * f + 1] * x[3 * node + 1]
-         + frames[9 * f + 2] * x[3 * node + 2])
-    for b in range(3):
-        x[3 * node + b] = x[3 * node + b] - s * frames[9 * f + b]
+def remove_normal_node(x, node, frames, f, nfix):
+    """x of ``node`` (flat (n,3)) ← x − **n**(**n**·x) for each of its ``nfix`` orthonormal
+    normals (the first rows of its frame), one after the other."""
+    for a in range(nfix):
+        o = 9 * f + 3 * a
+        s = (frames[o] * x[3 * node] + frames[o + 1] * x[3 * node + 1]
+             + frames[o + 2] * x[3 * node + 2])
+        for b in range(3):
+            x[3 * node + b] = x[3 * node + b] - s * frames[o + b]
 
 
 # ------------------------------------------------------------------------------ CPU drivers
 @njit(cache=True)
-def _rotate_system(values, rhs, u_old, dt, nodes, frames, pos, frow, fcol, diag, diag_pos):
+def _rotate_system(values, rhs, u_old, dt, nodes, frames, fixed, pos, frow, fcol, diag,
+                   diag_pos):
     for k in range(pos.shape[0]):
-        rotate_block(values, pos[k], frames, frow[k], fcol[k], diag[k])
+        rotate_block(values, pos[k], frames, fixed, frow[k], fcol[k], diag[k])
     for f in range(nodes.shape[0]):
-        rotate_rhs_node(rhs, u_old, nodes[f], frames, f, dt, values[9 * diag_pos[f]])
+        rotate_rhs_node(rhs, u_old, nodes[f], frames, f, dt, values, diag_pos[f], fixed[f])
 
 
 @njit(cache=True)
@@ -269,17 +338,17 @@ def _unrotate(x, nodes, frames):
 
 
 @njit(cache=True)
-def _remove_normal(x, nodes, frames):
+def _remove_normal(x, nodes, frames, fixed):
     for f in range(nodes.shape[0]):
-        remove_normal_node(x, nodes[f], frames, f)
+        remove_normal_node(x, nodes[f], frames, f, fixed[f])
 
 
 def rotate_system(values, rhs, u_old, dt, nnf: NoNormalFlow) -> None:
     """Rotate the momentum system in place (CPU): values (nnz,3,3), rhs (n,3), u_old (n,3)
     float64 C-contiguous NumPy arrays; dt [s]. See the module docstring."""
     _rotate_system(values.reshape(-1), rhs.reshape(-1), u_old.reshape(-1), float(dt),
-                   nnf.nodes, nnf.frames.reshape(-1), nnf.blk_pos, nnf.blk_row, nnf.blk_col,
-                   nnf.blk_diag, nnf.diag_pos)
+                   nnf.nodes, nnf.frames.reshape(-1), nnf.fixed, nnf.blk_pos, nnf.blk_row,
+                   nnf.blk_col, nnf.blk_diag, nnf.diag_pos)
 
 
 def unrotate(x, nnf: NoNormalFlow) -> None:
@@ -288,5 +357,6 @@ def unrotate(x, nnf: NoNormalFlow) -> None:
 
 
 def remove_normal(x, nnf: NoNormalFlow) -> None:
-    """x (n,3) ← (I − **n****n**ᵀ) x at the rotated nodes, in place (CPU)."""
-    _remove_normal(x.reshape(-1), nnf.nodes, nnf.frames.reshape(-1))
+    """x (n,3) ← (I − Σ **n****n**ᵀ) x at the rotated nodes (their ``fixed`` normals), in place
+    (CPU)."""
+    _remove_normal(x.reshape(-1), nnf.nodes, nnf.frames.reshape(-1), nnf.fixed)

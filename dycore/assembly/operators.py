@@ -94,15 +94,19 @@ def _lateral_face_mass(mesh, sparsity, tags) -> np.ndarray:
 
 
 def _projected_inverse_mass(ml_inv_u, nnf) -> sp.csr_matrix:
-    """(3n,3n) block diagonal M_L⁻¹ with Pᵢ = I − nᵢnᵢᵀ at the rotated nodes of ``nnf``."""
+    """(3n,3n) block diagonal M_L⁻¹ with Pᵢ = I − Σₐ nᵢₐnᵢₐᵀ (its ``fixed`` normals) at the
+    rotated nodes of ``nnf``."""
     n = ml_inv_u.shape[0]
     diag = ml_inv_u.ravel().copy()
     if nnf is None or nnf.nodes.size == 0:
         return sp.diags(diag).tocsr()
     diag[(3 * nnf.nodes[:, None] + np.arange(3)).ravel()] = 0.0
-    nrm = nnf.normals
-    blocks = ml_inv_u[nnf.nodes, 0][:, None, None] * (
-        np.eye(3)[None] - nrm[:, :, None] * nrm[:, None, :])
+    frames = np.asarray(nnf.frames).reshape(-1, 3, 3)
+    fixed = np.asarray(nnf.fixed)
+    proj = np.eye(3)[None] - frames[:, 0, :, None] * frames[:, 0, None, :]
+    two = fixed >= 2
+    proj[two] -= frames[two, 1, :, None] * frames[two, 1, None, :]
+    blocks = ml_inv_u[nnf.nodes, 0][:, None, None] * proj
     rows = np.repeat(3 * nnf.nodes[:, None] + np.arange(3), 3, axis=1)      # (nr, 9)
     cols = np.tile(3 * nnf.nodes[:, None] + np.arange(3), (1, 3))
     a = sp.coo_matrix((blocks.reshape(-1, 9).ravel(), (rows.ravel(), cols.ravel())),
@@ -186,7 +190,7 @@ def _on_backend(nnf: NoNormalFlow, backend) -> NoNormalFlow:
     return NoNormalFlow(nodes=dev(nnf.nodes), frames=dev(nnf.frames.reshape(-1)),
                         blk_pos=dev(nnf.blk_pos), blk_row=dev(nnf.blk_row),
                         blk_col=dev(nnf.blk_col), blk_diag=dev(nnf.blk_diag),
-                        diag_pos=dev(nnf.diag_pos))
+                        diag_pos=dev(nnf.diag_pos), fixed=dev(nnf.fixed))
 
 
 def _csr_parts(a: sp.csr_matrix):

@@ -140,11 +140,11 @@ class GPUVectorOps:
             return
         nb = self.b.nb
         self.b.launch(self.k.nnf_rotate_blocks, self.grid(nnf.blk_pos.shape[0]),
-                      self._flat(values), nb(nnf.frames), nb(nnf.blk_pos), nb(nnf.blk_row),
-                      nb(nnf.blk_col), nb(nnf.blk_diag))
+                      self._flat(values), nb(nnf.frames), nb(nnf.fixed), nb(nnf.blk_pos),
+                      nb(nnf.blk_row), nb(nnf.blk_col), nb(nnf.blk_diag))
         self.b.launch(self.k.nnf_rotate_rhs, self.grid(nnf.nodes.shape[0]), self._flat(rhs),
-                      self._flat(u_old), nb(nnf.nodes), nb(nnf.frames), float(dt),
-                      self._flat(values), nb(nnf.diag_pos))
+                      self._flat(u_old), nb(nnf.nodes), nb(nnf.frames), nb(nnf.fixed),
+                      float(dt), self._flat(values), nb(nnf.diag_pos))
 
     def unrotate(self, x, nnf) -> None:
         """x (n,3) ← Rᵀ x at the rotated nodes."""
@@ -156,7 +156,8 @@ class GPUVectorOps:
         """x (n,3) ← x − n(n·x) at the rotated nodes."""
         if nnf.nodes.shape[0]:
             self.b.launch(self.k.nnf_remove_normal, self.grid(nnf.nodes.shape[0]),
-                          self._flat(x), self.b.nb(nnf.nodes), self.b.nb(nnf.frames))
+                          self._flat(x), self.b.nb(nnf.nodes), self.b.nb(nnf.frames),
+                          self.b.nb(nnf.fixed))
 
     def max_abs_diff(self, x, y, out, slot) -> None:
         """out[slot] = max |x − y| (NaN if any difference is NaN)."""

@@ -10,11 +10,12 @@ x_plus_yz                out = x + y·z
 multiply                 out = x·y
 advection_source         src = −(θ·w + (1 − θ)·wⁿ)·dθ̄/dz        (w: column 2 of (n,3) fields)
 dirichlet_rows           rows of Dirichlet nodes: zero blocks, identity diagonal, zero rhs
-nnf_rotate_blocks        R_row·A·R_colᵀ on the blocks touching rotated (ground/lid) nodes,
-                         normal rows reduced to their diagonal entry (:mod:`dycore.assembly.no_normal_flow`)
-nnf_rotate_rhs           R·rhs at rotated nodes, normal entry a_nn·(−(n·uⁿ)/Δt)
+nnf_rotate_blocks        R_row·A·R_colᵀ on the blocks touching rotated (ground/lid/wall) nodes,
+                         normal rows (1, or 2 on edges) reduced to their diagonal entry
+                         (:mod:`dycore.assembly.no_normal_flow`)
+nnf_rotate_rhs           R·rhs at rotated nodes, normal entries a_nn·(−(n·uⁿ)/Δt)
 nnf_unrotate             x ← Rᵀx at rotated nodes
-nnf_remove_normal        x ← x − n(n·x) at rotated nodes
+nnf_remove_normal        x ← x − n(n·x) at rotated nodes, for each of its normals
 scatter_fill             a[idx] = value
 max_abs_diff             block maxima of |x − y| (then :func:`finish_max`)
 step_scalars             block partials of max|w|, ½Σ M_L|u|², max|div/M_L|, #non-finite
@@ -104,25 +105,25 @@ def build_vector_kernels(jit, device_jit, rb: int) -> dict:
     unrotate_node = device_jit(nnf.unrotate_node.py_func)
     remove_normal_node = device_jit(nnf.remove_normal_node.py_func)
 
-    def nnf_rotate_blocks(values, frames, pos, frow, fcol, diag):
+    def nnf_rotate_blocks(values, frames, fixed, pos, frow, fcol, diag):
         k = cuda.grid(1)
         if k < pos.shape[0]:
-            rotate_block(values, pos[k], frames, frow[k], fcol[k], diag[k])
+            rotate_block(values, pos[k], frames, fixed, frow[k], fcol[k], diag[k])
 
-    def nnf_rotate_rhs(rhs, u_old, nodes, frames, dt, values, diag_pos):
+    def nnf_rotate_rhs(rhs, u_old, nodes, frames, fixed, dt, values, diag_pos):
         f = cuda.grid(1)
         if f < nodes.shape[0]:
-            rotate_rhs_node(rhs, u_old, nodes[f], frames, f, dt, values[9 * diag_pos[f]])
+            rotate_rhs_node(rhs, u_old, nodes[f], frames, f, dt, values, diag_pos[f], fixed[f])
 
     def nnf_unrotate(x, nodes, frames):
         f = cuda.grid(1)
         if f < nodes.shape[0]:
             unrotate_node(x, nodes[f], frames, f)
 
-    def nnf_remove_normal(x, nodes, frames):
+    def nnf_remove_normal(x, nodes, frames, fixed):
         f = cuda.grid(1)
         if f < nodes.shape[0]:
-            remove_normal_node(x, nodes[f], frames, f)
+            remove_normal_node(x, nodes[f], frames, f, fixed[f])
 
     def scatter_fill(a, idx, value):
         q = cuda.grid(1)

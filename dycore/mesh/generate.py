@@ -79,7 +79,7 @@ __all__ = [
 log = logging.getLogger("dycore")
 
 #: Hexahedron -> tetrahedra splits: the plain Kuhn split, or Kuhn mirrored in y for y < 0.
-SPLITS = ("kuhn", "mirror_y")
+SPLITS = ("kuhn", "mirror_y", "symmetric_y")
 
 #: The six axis permutations of the Kuhn split, in the order of the 6 tets inside each cell.
 KUHN_PERMUTATIONS = tuple(permutations(range(3)))
@@ -341,10 +341,13 @@ class GridSpec:
         replaces the ``dz_min`` grading: uniform from the ground to ``core_z_top``, graded above.
     dz_core : float or None
         Largest vertical cell size in the core [m].
-    split : {"mirror_y", "kuhn"}
+    split : {"mirror_y", "kuhn", "symmetric_y"}
         Hexahedron -> tetrahedra split (module docstring): Kuhn mirrored in y for y < 0
         (mirror-symmetric about y = 0 for even ``ny``; odd ``ny`` falls back to ``kuhn`` with a
-        logged warning), or the plain Kuhn split everywhere.
+        logged warning), the plain Kuhn split everywhere, or 20 tetrahedra per cell around
+        centre nodes, every cell mirror-symmetric about its own mid-plane in y
+        (:mod:`dycore.mesh.layer_split`: a channel with free-slip walls keeps a flow uniform
+        in y uniform).
 
     Raises
     ------
@@ -396,8 +399,7 @@ class GridSpec:
         if self.dz_core is None:
             _check_grading(self.nz, self.lz, self.dz_min, "GridSpec.nz", "GridSpec.lz",
                            "GridSpec.dz_min")
-        nnodes = (self.nx + 1) * (self.ny + 1) * (self.nz + 1)
-        nele = 6 * self.nx * self.ny * self.nz
+        nnodes, nele = self.nnodes, self.nele
         if nnodes > _INT32_MAX or 6 * nele > _INT32_MAX:
             raise MeshError(
                 f"GridSpec nx={self.nx}, ny={self.ny}, nz={self.nz} gives {nnodes} nodes / "
@@ -438,13 +440,16 @@ class GridSpec:
 
     @property
     def nnodes(self) -> int:
-        """``(nx+1)(ny+1)(nz+1)``."""
+        """``(nx+1)(ny+1)(nz+1)`` (plus the centre nodes of ``split="symmetric_y"``)."""
+        if self.split == "symmetric_y":
+            from dycore.mesh.layer_split import symmetric_y_node_count
+            return symmetric_y_node_count(self.nx, self.ny, self.nz)
         return (self.nx + 1) * (self.ny + 1) * (self.nz + 1)
 
     @property
     def nele(self) -> int:
-        """``6 nx ny nz``."""
-        return 6 * self.nx * self.ny * self.nz
+        """``6 nx ny nz`` (``20 nx ny nz`` for ``split="symmetric_y"``)."""
+        return (20 if self.split == "symmetric_y" else 6) * self.nx * self.ny * self.nz
 
     def x_nodes(self) -> np.ndarray:
         """(nx+1,) float64 node x positions [m] (:func:`graded_symmetric_nodes`, or
@@ -563,6 +568,10 @@ def generate_terrain_following(spec: GridSpec,
             f"terrain height {h[j, i]:g} m at x={xg[j, i]:g} m, y={yg[j, i]:g} m reaches the "
             f"lid lz = {lz:g} m"
         )
+
+    if spec.split == "symmetric_y":                  # 20 tets per cell, centre nodes
+        from dycore.mesh.layer_split import symmetric_y_mesh
+        return symmetric_y_mesh(x, y, zeta, lz, terrain)
 
     # ---- coordinates, node id = i + (nx+1)*(j + (ny+1)*k)
     nn_layer = (nx + 1) * (ny + 1)

@@ -172,7 +172,7 @@ def ground_normals(params: Parameters, coords) -> tuple[np.ndarray, np.ndarray]:
 
 def build_mesh(params: Parameters, *, nx: int = 100, ny: int = 2, nz: int = 70,
                dx_min: float = 500.0, dz_min: float = 300.0, renumber: str = "rcm",
-               shuffle: bool = False, seed: int = 0, split: str = "mirror_y",
+               shuffle: bool = False, seed: int = 0, split: str = "symmetric_y",
                core_x=None, core_y_half=None, core_dx=None, core_z_top=None,
                dz_core=None) -> Mesh:
     """Terrain-following tetrahedral mesh of the channel (the generator of mountainwave3d).
@@ -182,12 +182,17 @@ def build_mesh(params: Parameters, *, nx: int = 100, ny: int = 2, nz: int = 70,
     params : Parameters
         Supplies lx, ly, lz and the terrain.
     nx, ny, nz : int
-        Hexahedral cells per direction (6 tetrahedra each). Defaults 100 x 2 x 70: with
-        ``dx_min = lx/nx`` and ``dz_min = lz/nz`` uniform 500 m x 300 m cells, the resolution of
-        Schär et al. (2002) (84,000 tetrahedra). ``ny`` must be even for the mirror split.
+        Hexahedral cells per direction. Defaults 100 x 2 x 70: with ``dx_min = lx/nx`` and
+        ``dz_min = lz/nz`` uniform 500 m x 300 m cells, the resolution of Schär et al. (2002)
+        (280,000 tetrahedra with the default split).
     dx_min, dz_min : float
         Spacing at the centre / first layer [m]; ``n * d_min = length`` gives a uniform grid.
-    renumber, shuffle, seed, split, core_x, core_y_half, core_dx, core_z_top, dz_core :
+    split : {"symmetric_y", "mirror_y", "kuhn"}
+        Default ``symmetric_y`` (:mod:`dycore.mesh.layer_split`, 20 tetrahedra per cell): every
+        cell is its own mirror image about its mid-plane in y, so with the free-slip walls the
+        solution does not depend on y. ``mirror_y`` (6 tets, even ``ny``) is only
+        mirror-symmetric about y = 0: w then depends on y by the discretisation error.
+    renumber, shuffle, seed, core_x, core_y_half, core_dx, core_z_top, dz_core :
         As :func:`dycore.cases.mountainwave3d.build_mesh` (:class:`dycore.mesh.GridSpec`).
 
     Returns
@@ -196,14 +201,14 @@ def build_mesh(params: Parameters, *, nx: int = 100, ny: int = 2, nz: int = 70,
 
     Raises
     ------
-    MeshError for bad grid values or an odd ``ny`` with ``split="mirror_y"`` (w would then
-    depend on y); ConfigError for an unknown ``renumber``.
+    MeshError for bad grid values or an odd ``ny`` with ``split="mirror_y"`` (not even
+    mirror-symmetric about y = 0); ConfigError for an unknown ``renumber``.
     """
     if renumber not in ("rcm", "none"):
         raise ConfigError(f"renumber must be 'rcm' or 'none', got {renumber!r}")
     if split == "mirror_y" and ny % 2:
-        raise MeshError(f"mesh.ny = {ny}: the schar channel needs an even number of cells "
-                        "across for the mirror-symmetric split (w independent of y)")
+        raise MeshError(f"mesh.ny = {ny}: split mirror_y needs an even number of cells across "
+                        "the schar channel (or use split: symmetric_y, any ny)")
     spec = GridSpec(nx=nx, ny=ny, nz=nz, lx=params.lx, ly=params.ly, lz=params.lz,
                     dx_min=dx_min, dz_min=dz_min, split=split,
                     core_x=None if core_x is None else tuple(core_x), core_y_half=core_y_half,
