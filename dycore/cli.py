@@ -518,6 +518,10 @@ def _add_verify(subparsers) -> None:
     parser.add_argument("--level", type=int, default=None, metavar="L",
                         help="with --convergence: run only level L (0 = CONFIG as written); "
                              "finished levels are reused, so a study can be run level by level")
+    parser.add_argument("--backend", choices=("cpu", "gpu", "auto"), default=None,
+                        help="with --convergence: override backend.name of the runs")
+    parser.add_argument("--solver-mode", choices=("host", "device"), default=None,
+                        help="with --convergence: override backend.solver_mode of the runs")
     parser.add_argument("--workdir", type=Path, default=Path("output/convergence"),
                         metavar="DIR", help="where the convergence runs write (default "
                                             "output/convergence)")
@@ -564,7 +568,11 @@ def _cmd_convergence(args: argparse.Namespace) -> int:
             check_output_path(out, overwrite=True, name=flag, example=f"convergence.{flag[2:]}")
     study = convergence_study(args.convergence, levels=args.levels, workdir=args.workdir,
                               t_start=args.t_start, half_width=args.half_width,
-                              only_level=args.level)
+                              only_level=args.level,
+                              overrides={key: value for key, value in (
+                                  ("backend.name", args.backend),
+                                  ("backend.solver_mode", args.solver_mode))
+                                  if value is not None})
     print(study.table(), end="")
     if args.json is not None:
         print(f"json: {study.write_json(args.json)}")

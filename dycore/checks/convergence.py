@@ -143,7 +143,8 @@ def _finished(path: Path, t_end: float, dt: float) -> bool:
 
 def convergence_study(config_path, *, levels: int = 3, workdir="output/convergence",
                       t_start: float = 5000.0, half_width: float | None = None,
-                      only_level: int | None = None, run=True) -> ConvergenceStudy:
+                      only_level: int | None = None, run=True,
+                      overrides: dict | None = None) -> ConvergenceStudy:
     """Run (or reuse) ``levels`` refinements of ``config_path`` and verify each.
 
     Parameters
@@ -155,6 +156,7 @@ def convergence_study(config_path, *, levels: int = 3, workdir="output/convergen
     half_width : metric window [m] (default: the reference's)
     only_level : run only this level (the others are verified if their files are finished)
     run : False: only verify finished files (levels without one get NaN)
+    overrides : dotted keys applied to every level (e.g. ``{"backend.name": "gpu"}``)
 
     Returns
     -------
@@ -170,7 +172,8 @@ def convergence_study(config_path, *, levels: int = 3, workdir="output/convergen
     from dycore.checks.verify import verify
     from dycore.timestepping.simulation import run_from_config
 
-    base = load_config(config_path)
+    overrides = dict(overrides or {})
+    base = load_config(config_path, **overrides)
     case = load_case(base.case.name)
     if getattr(case, "linear_reference", None) is None:
         raise ConfigError(f"{config_path}: case {base.case.name!r} has no linear reference "
@@ -182,7 +185,7 @@ def convergence_study(config_path, *, levels: int = 3, workdir="output/convergen
     for lev in range(levels):
         over = level_overrides(base, lev, axes)
         out = workdir / f"{stem}_level{lev}.nc"
-        cfg = load_config(config_path, **over, **{"output.path": str(out)})
+        cfg = load_config(config_path, **overrides, **over, **{"output.path": str(out)})
         m = cfg.mesh
         tets = (20 if m.split == "symmetric_y" else 6) * m.nx * m.ny * m.nz
         info = {"level": lev, "dx": m.core_dx if m.core_dx is not None else m.dx_min,
