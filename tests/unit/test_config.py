@@ -69,10 +69,15 @@ def test_empty_file_gives_defaults(tmp_path):
 def test_shipped_configs_validate(path):
     config = load_config(path)
     assert config.source_path == path
-    # the verify config runs past 5000 s, where linear theory is compared with a time mean
-    t_end = 7200.0 if path.name == "mountainwave3d_verify.yaml" else 3000.0
-    assert config.time.t_end == t_end and config.time.dt == 10.0
-    assert config.output.output_interval == 300.0
+    # (t_end, dt, output_interval): the verify and convergence configs run past 5000 s, where
+    # linear theory is compared with a time mean; the convergence configs' level 0 is coarse
+    expected = {"mountainwave3d_verify.yaml": (7200.0, 10.0, 300.0),
+                "mountainwave3d_linear.yaml": (7200.0, 40.0, 300.0),
+                "schar.yaml": (10800.0, 10.0, 600.0),
+                "schar_linear.yaml": (7200.0, 20.0, 600.0),
+                "schar_tiny.yaml": (300.0, 10.0, 100.0)}.get(path.name, (3000.0, 10.0, 300.0))
+    got = (config.time.t_end, config.time.dt, config.output.output_interval)
+    assert got == expected
 
 
 def test_shipped_config_sizes():
