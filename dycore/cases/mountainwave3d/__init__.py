@@ -18,6 +18,7 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from dycore.cases import _background
 from dycore.dtypes import REAL
 from dycore.errors import ConfigError, MeshError
 from dycore.mesh import FaceTag, GridSpec, Mesh, generate_terrain_following
@@ -254,7 +255,7 @@ def build_mesh(params: Parameters, *, nx: int = 48, ny: int = 48, nz: int = 40,
 
 
 #: relative tolerance (of the largest domain length) of :func:`check_mesh`'s plane tests
-MESH_PLANE_RTOL = 1e-6
+MESH_PLANE_RTOL = _background.MESH_PLANE_RTOL
 
 
 def check_mesh(params: Parameters, mesh: Mesh, source: str = "mesh") -> None:
@@ -281,46 +282,7 @@ def check_mesh(params: Parameters, mesh: Mesh, source: str = "mesh") -> None:
         A tag without faces, a face off its plane or a node outside the box (names the tag, the
         plane, the node's coordinates and the parameters to change).
     """
-    import logging
-
-    c = mesh.coords
-    tol = MESH_PLANE_RTOL * max(params.lx, params.ly, params.lz)
-    planes = {FaceTag.WEST: (0, -0.5 * params.lx, "-lx/2"),
-              FaceTag.EAST: (0, 0.5 * params.lx, "lx/2"),
-              FaceTag.SOUTH: (1, -0.5 * params.ly, "-ly/2"),
-              FaceTag.NORTH: (1, 0.5 * params.ly, "ly/2"),
-              FaceTag.TOP: (2, params.lz, "lz")}
-    hint = (f"the case's domain is lx = {params.lx:g} m, ly = {params.ly:g} m, lz = "
-            f"{params.lz:g} m centred on x = y = 0 (set case.parameters lx, ly, lz to the mesh's "
-            f"box)")
-    for tag in FaceTag:
-        nodes = mesh.tagged_nodes([tag])
-        if nodes.size == 0:
-            raise MeshError(f"{source}: no boundary face is tagged {tag.name.lower()}; the case "
-                            f"needs all of ground, top, west, east, south, north")
-        if tag in planes:
-            axis, level, name = planes[tag]
-            off = np.abs(c[nodes, axis] - level)
-            if off.max() > tol:
-                k = int(nodes[np.argmax(off)])
-                raise MeshError(f"{source}: node {k} at {c[k].tolist()} of a "
-                                f"{tag.name.lower()} face is off the plane {'xyz'[axis]} = "
-                                f"{name} = {level:g} m; {hint}")
-    lo = np.array([-0.5 * params.lx, -0.5 * params.ly, -math.inf]) - tol
-    hi = np.array([0.5 * params.lx, 0.5 * params.ly, params.lz]) + tol
-    out = np.flatnonzero(((c < lo) | (c > hi)).any(axis=1))
-    if out.size:
-        raise MeshError(f"{source}: node {out[0]} at {c[out[0]].tolist()} lies outside the "
-                        f"domain; {hint}")
-    ground = mesh.tagged_nodes([FaceTag.GROUND])
-    dev = np.abs(c[ground, 2] - terrain(params, c[ground, 0], c[ground, 1]))
-    if dev.max() > max(0.01 * params.h0, 1.0):
-        k = int(ground[np.argmax(dev)])
-        logging.getLogger("dycore").warning(
-            "notice: %s: the ground differs from the case's terrain (h0 = %g m, a = %g m) by up "
-            "to %.4g m (at x = %g m, y = %g m); the run uses the file's ground, dycore verify's "
-            "linear theory the case's h0 and a", source, params.h0, params.a, float(dev.max()),
-            c[k, 0], c[k, 1])
+    _background.check_box_mesh(params, mesh, source, lambda x, y: terrain(params, x, y))
 
 
 # ------------------------------------------------------------------------ sponge, states
@@ -385,9 +347,7 @@ def theta_bar(params: Parameters, z) -> np.ndarray:
 
     Source: docs/equations.md §2.
     """
-    z = np.asarray(z, dtype=REAL)
-    n = params.brunt_vaisala
-    return params.theta0 * np.exp(n * n * z / params.g)
+    return _background.theta_bar(params, z)
 
 
 def dtheta_bar_dz(params: Parameters, z) -> np.ndarray:
@@ -395,8 +355,7 @@ def dtheta_bar_dz(params: Parameters, z) -> np.ndarray:
 
     Source: docs/equations.md §2 (the -w d theta_bar/dz source of the theta' equation).
     """
-    n = params.brunt_vaisala
-    return theta_bar(params, z) * (n * n / params.g)
+    return _background.dtheta_bar_dz(params, z)
 
 
 def q_v_ref(params: Parameters, z) -> np.ndarray:
@@ -412,8 +371,7 @@ def q_v_ref(params: Parameters, z) -> np.ndarray:
     -------
     ndarray, float64, shape of z
     """
-    z = np.asarray(z, dtype=REAL)
-    return params.q_v_surface * np.exp(-z / params.q_v_scale_height)
+    return _background.q_v_ref(params, z)
 
 
 def reference_state(params: Parameters, coords) -> dict[str, np.ndarray]:
@@ -432,17 +390,7 @@ def reference_state(params: Parameters, coords) -> dict[str, np.ndarray]:
 
     Source: docs/equations.md §2 (u_ref = (U, 0, 0), q_ref; Dirichlet values on lateral faces).
     """
-    c = _coords(coords)
-    n = c.shape[0]
-    u = np.zeros((n, 3), dtype=REAL)
-    u[:, 0] = params.u0
-    return {
-        "u": u,
-        "theta_prime": np.zeros(n, dtype=REAL),
-        "q_v": q_v_ref(params, c[:, 2]),
-        "q_c": np.zeros(n, dtype=REAL),
-        "q_r": np.zeros(n, dtype=REAL),
-    }
+    return _background.reference_state(params, coords)
 
 
 def initial_state(params: Parameters, coords) -> dict[str, np.ndarray]:
@@ -454,9 +402,7 @@ def initial_state(params: Parameters, coords) -> dict[str, np.ndarray]:
         ``u`` (nnodes, 3) [m/s]; ``p`` (nnodes,) zeros [m^2/s^2]; ``theta_prime`` (nnodes,) [K];
         ``q_v``, ``q_c``, ``q_r`` (nnodes,) [kg/kg] -- as :func:`reference_state`.
     """
-    state = reference_state(params, coords)
-    state["p"] = np.zeros(state["theta_prime"].shape[0], dtype=REAL)
-    return {k: state[k] for k in ("u", "p", "theta_prime", "q_v", "q_c", "q_r")}
+    return _background.initial_state(params, coords)
 
 
 #: default synthesis grid of :func:`linear_reference` (about 1e-3 relative; docs/verify.md)
