@@ -106,9 +106,12 @@ def test_max_abs_diff_and_step_scalars(gpu):
     assert out[3] == 2.0 and np.isnan(out[4])
 
 
-def test_no_normal_flow_rotation_is_bitwise_cpu(gpu):
+@pytest.mark.parametrize("walls", [False, True], ids=["ground-lid", "channel-walls"])
+def test_no_normal_flow_rotation_is_bitwise_cpu(gpu, walls):
     """Rotation of the momentum system, back-rotation and normal removal: the GPU kernels call
-    the same arithmetic as the CPU drivers, so the bits agree (several thread blocks)."""
+    the same arithmetic as the CPU drivers, so the bits agree (several thread blocks). With the
+    side walls free slip too (the schar channel), the wall-ground and wall-lid edge nodes carry
+    two constraints."""
     import dycore.cases.mountainwave3d as case
     from dycore.assembly.no_normal_flow import build_no_normal_flow
     from dycore.assembly.operators import _on_backend
@@ -120,10 +123,13 @@ def test_no_normal_flow_rotation_is_bitwise_cpu(gpu):
                                                dx_min=900.0, dz_min=900.0),
                                       lambda x, y: case.terrain(params, x, y))
     s = build_sparsity(mesh.tets, mesh.nnodes)
-    dirichlet = mesh.tagged_nodes([FaceTag.WEST, FaceTag.EAST, FaceTag.SOUTH, FaceTag.NORTH])
-    host = build_no_normal_flow(mesh, s, (FaceTag.GROUND, FaceTag.TOP), dirichlet,
+    lateral = [FaceTag.WEST, FaceTag.EAST] + ([] if walls else [FaceTag.SOUTH, FaceTag.NORTH])
+    slip = (FaceTag.GROUND, FaceTag.TOP) + ((FaceTag.SOUTH, FaceTag.NORTH) if walls else ())
+    dirichlet = mesh.tagged_nodes(lateral)
+    host = build_no_normal_flow(mesh, s, slip, dirichlet,
                                 {FaceTag.GROUND: lambda c: case.ground_normals(params, c)})
     assert host.blk_pos.size > 32                                # more than one thread block
+    assert host.fixed.max() == (2 if walls else 1)
     dev = _on_backend(host, gpu.b)
     rng = _rng(7)
     v0, r0, u0 = (rng.standard_normal((s.nnz, 3, 3)), rng.standard_normal((s.n, 3)),
@@ -139,6 +145,12 @@ def test_no_normal_flow_rotation_is_bitwise_cpu(gpu):
     for a, b in zip(*out):
         assert np.array_equal(a, b)
     assert not np.array_equal(out[0][0], v0) and not np.array_equal(out[0][3], u0)
+    y = out[0][3]                                 # every imposed normal component removed
+    frames = host.frames.reshape(-1, 3, 3)
+    for k in (1, 2):
+        pick = host.fixed >= k
+        comp = np.sum(frames[pick, k - 1] * y[host.nodes[pick]], axis=1)
+        assert np.abs(comp).max(initial=0.0) < 1e-14 and (k == 2 or pick.all())
 
 
 class _HostBackend:
