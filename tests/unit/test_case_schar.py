@@ -186,3 +186,20 @@ def test_convergence_levels_and_order():
     study = ConvergenceStudy("c.yaml", "schar", levels=[{}, {}, {}, {}],
                              errors=[0.8, 0.2, 0.05, 0.0125])
     assert study.orders == pytest.approx([2.0, 2.0, 2.0]) and study.order == pytest.approx(2.0)
+
+
+def test_convergence_study_runs_one_level_and_reuses_finished_files(tmp_path):
+    from dycore.checks.convergence import convergence_study
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(TINY.read_text().replace("t_end: 300.0", "t_end: 10.0")
+                   .replace("output_interval: 100.0", "output_interval: 10.0"))
+    study = convergence_study(cfg, levels=3, workdir=tmp_path / "w", t_start=0.0, only_level=0)
+    done = tmp_path / "w" / "c_level0.nc"
+    assert done.exists() and not (tmp_path / "w" / "c_level1.nc").exists()
+    assert 0.0 < study.errors[0] < 10.0 and math.isnan(study.errors[1])
+    assert [lev["tets"] for lev in study.levels] == [8000, 32000, 128000]
+    stamp = done.stat().st_mtime_ns
+    again = convergence_study(cfg, levels=3, workdir=tmp_path / "w", t_start=0.0, run=False)
+    assert done.stat().st_mtime_ns == stamp and again.errors[0] == study.errors[0]
+    assert "fitted order" in again.table()
