@@ -312,6 +312,12 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _owned(fields: dict) -> dict:
+    """Host copies the writer thread may keep: on the CPU backend ``host_fields`` returns
+    views of the state, which the next step overwrites in place."""
+    return {name: np.array(values, copy=True) for name, values in fields.items()}
+
+
 def run_from_config(config, *, max_steps: int | None = None, progress: bool | None = None,
                     writer_factory=None, overwrite: bool = False,
                     restart: str | Path | None = None,
@@ -452,7 +458,8 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     with writer, out:
         if not append:        # a new file starts with the initial (or restart) snapshot
             with sim.timers("output"), split.output():
-                out.submit(writer.write_snapshot, sim.state.t, sim.host_fields(), step=k0)
+                out.submit(writer.write_snapshot, sim.state.t, _owned(sim.host_fields()),
+                           step=k0)
         bar = Progress(n_steps - k0, config.case.name, show)   # bar on a terminal, else lines
         try:
             for k in range(k0 + 1, n_steps + 1):
@@ -467,7 +474,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                 checkpoint = ck_every > 0 and k % ck_every == 0
                 if snapshot or checkpoint:
                     with sim.timers("output"), split.output():
-                        fields = sim.host_fields()
+                        fields = _owned(sim.host_fields())
                     problem = watch.fields_problem(fields)
                     if problem:
                         raise unstable(k, problem)
