@@ -156,7 +156,8 @@ def _get_csr(arrays: dict, name: str) -> sp.csr_matrix:
 
 
 #: the NoNormalFlow attributes stored by :func:`mesh_operator_arrays` (prefix ``nnf.``)
-_NNF_FIELDS = ("nodes", "frames", "blk_pos", "blk_row", "blk_col", "blk_diag", "diag_pos")
+_NNF_FIELDS = ("nodes", "frames", "blk_pos", "blk_row", "blk_col", "blk_diag", "diag_pos",
+               "fixed")
 
 
 def mesh_operator_arrays(mesh, backend, assembler, sparsity, dirichlet_tags, stabilisation,

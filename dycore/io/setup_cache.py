@@ -48,8 +48,9 @@ log = logging.getLogger("dycore")
 
 FORMAT = 1
 _OFF = {"off", "0", "none", "false", "no"}
-#: package folders whose code computes cached arrays (their source is part of the key)
-SOURCE_FOLDERS = ("fem", "assembly", "backend", "solvers")
+#: package folders whose code computes cached arrays (their source is part of the key; cases:
+#: the boundary tags and exact normals of the strong no-normal-flow condition)
+SOURCE_FOLDERS = ("fem", "assembly", "backend", "solvers", "cases")
 
 
 def cache_directory() -> Path | None:
