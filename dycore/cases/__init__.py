@@ -1,7 +1,12 @@
 """Test-case definitions: one sub-package per case, loaded by the configuration's case name.
 
-A case package (e.g. :mod:`dycore.cases.mountainwave3d`) provides its ``Parameters`` model, mesh
-builder, background/reference/initial states, sponge and boundary tags.
+A case package (:mod:`dycore.cases.mountainwave3d`, :mod:`dycore.cases.schar`) provides its
+``Parameters`` model, ``build_mesh`` (and optionally ``check_mesh``), ``sponge``, ``theta_bar``,
+``dtheta_bar_dz``, ``reference_state``, ``initial_state``, ``DIRICHLET_TAGS`` and
+``NO_NORMAL_FLOW_TAGS``; optionally ``ground_normals`` (exact terrain normals),
+``linear_reference`` (``dycore verify``) and ``REFINE_AXES`` (``dycore verify --convergence``).
+Nothing outside the case's folder and its configs names a case (docs/architecture.md, "Adding a
+case"); :mod:`dycore.cases._background` holds what the cases share.
 """
 from __future__ import annotations
 
