@@ -1,8 +1,8 @@
-"""dycore.diagnostics.linear_theory (Smith 1980 linear solution) and p1_sample (exact P1 sampling)."""
+"""dycore.cases.mountainwave3d.linear_theory (Smith 1980 linear solution) and p1_sample (exact P1 sampling)."""
 import numpy as np
 import pytest
 
-from dycore.diagnostics.linear_theory import BellMountainWaves, bell_dhdx, bell_height
+from dycore.cases.mountainwave3d.linear_theory import BellMountainWaves, bell_dhdx, bell_height
 from dycore.diagnostics.p1_sample import P1Locator
 
 U, N, H0, A = 10.0, 0.01, 400.0, 1000.0

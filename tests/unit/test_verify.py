@@ -7,7 +7,7 @@ import pytest
 
 from dycore import __version__, cli
 from dycore.checks import verify as verify_mod
-from dycore.diagnostics.linear_theory import BellMountainWaves
+from dycore.cases.mountainwave3d.linear_theory import BellMountainWaves
 from dycore.diagnostics.p1_sample import P1Locator
 from dycore.io.netcdf import SnapshotWriter
 
