@@ -520,6 +520,11 @@ def _add_verify(subparsers) -> None:
     parser.add_argument("--level", type=int, default=None, metavar="L",
                         help="with --convergence: run only level L (0 = CONFIG as written); "
                              "finished levels are reused, so a study can be run level by level")
+    parser.add_argument("--norm", default="section 1-9 km", metavar="ROW",
+                        choices=("section 1-9 km", "section 1-3 km", "section 3-5 km",
+                                 "section 5-7 km", "section 7-9 km"),
+                        help="with --convergence: the verify row whose nRMS is the error "
+                             "(default 'section 1-9 km'; every band is shown)")
     parser.add_argument("--backend", choices=("cpu", "gpu", "auto"), default=None,
                         help="with --convergence: override backend.name of the runs")
     parser.add_argument("--solver-mode", choices=("host", "device"), default=None,
@@ -570,7 +575,7 @@ def _cmd_convergence(args: argparse.Namespace) -> int:
             check_output_path(out, overwrite=True, name=flag, example=f"convergence.{flag[2:]}")
     study = convergence_study(args.convergence, levels=args.levels, workdir=args.workdir,
                               t_start=args.t_start, half_width=args.half_width,
-                              only_level=args.level,
+                              only_level=args.level, norm=args.norm,
                               overrides={key: value for key, value in (
                                   ("backend.name", args.backend),
                                   ("backend.solver_mode", args.solver_mode))

@@ -7,11 +7,13 @@ Level ``l`` (0 = the configuration as written) multiplies the cell counts ``mesh
 ``mesh.dx_min``, ``mesh.dz_min``, ``mesh.core_dx``, ``mesh.dz_core`` and ``time.dt`` by
 ``2**l`` (same Courant number; the steady state of the θ-scheme does not depend on dt, the
 transient does). Each level runs to ``time.t_end`` into ``WORKDIR/<config>_level<l>.nc``; a
-finished file (its last snapshot at t_end) is reused, so the levels can be run one command at a
-time (``--level``). The error of a level is the nRMS of w on the verify section
-(:func:`dycore.checks.verify.verify`: y = 0, z = 1-9 km, ``|x| <= half_width``); the order
-between two levels is ``log2(e_l / e_{l+1})`` and the fitted order the least-squares slope of
-``log2 e`` against ``-l`` over the finest three.
+finished file (its last snapshot at t_end) is reused and an unfinished one (a run killed by a
+time limit) is continued from its last snapshot (``dycore run --restart``), so the levels can
+be run one command at a time (``--level``) and a long level over several commands. The error
+of a level is the nRMS of w on the verify section (:func:`dycore.checks.verify.verify`: y = 0,
+``|x| <= half_width``) over the rows ``norm`` (default z = 1-9 km; each band is reported too);
+the order between two levels is ``log2(e_l / e_{l+1})`` and the fitted order the least-squares
+slope of ``log2 e`` against ``-l`` over the finest three.
 """
 from __future__ import annotations
 
@@ -27,8 +29,11 @@ from dycore.errors import ConfigError, OutputError
 __all__ = ["ConvergenceStudy", "convergence_study", "level_overrides", "fitted_order",
            "plot_convergence"]
 
-#: the error norm reported per level (a row of the verify table)
+#: the error norm reported per level by default (a row of the verify table)
 ERROR_ROW = "section 1-9 km"
+#: the section rows whose errors and orders the table shows
+BAND_ROWS = ("section 1-9 km", "section 1-3 km", "section 3-5 km", "section 5-7 km",
+             "section 7-9 km")
 
 
 def level_overrides(config, level: int, refine_axes=("x", "y", "z")) -> dict:
@@ -84,6 +89,8 @@ class ConvergenceStudy:
     levels: list = field(default_factory=list)      # dicts: level, nodes, tets, dx, dz, dt, path
     errors: list = field(default_factory=list)      # nRMS of w per level (NaN: not run)
     rows: list = field(default_factory=list)        # full verify rows per level
+    norm: str = ERROR_ROW                           # the verify row behind ``errors``
+    notes: list = field(default_factory=list)       # the verify note (time window) per level
 
     @property
     def orders(self) -> list:
@@ -97,22 +104,36 @@ class ConvergenceStudy:
         """Fitted order over the finest three levels."""
         return fitted_order(self.errors[-3:])
 
+    def band_errors(self, row: str) -> list:
+        """nRMS of w per level over the verify row ``row`` (NaN where not run)."""
+        return [float(r[row]["nrms"]) if row in r else float("nan") for r in self.rows]
+
     def table(self) -> str:
+        short = [r.replace("section ", "") for r in BAND_ROWS]
         lines = [f"dycore verify --convergence {self.config} ({self.case}): w error = nRMS on "
-                 f"the y = 0 {ERROR_ROW} rows against linear theory", "",
+                 f"the y = 0 section against linear theory; the study's norm: {self.norm}", "",
                  f"{'level':>5}{'dx [m]':>9}{'dz [m]':>9}{'dt [s]':>8}{'tets':>11}"
-                 f"{'error':>10}{'order':>8}"]
+                 + "".join(f"{name:>10}" for name in short) + f"{'order':>8}"]
         orders = [float("nan")] + self.orders
-        for lev, e, p in zip(self.levels, self.errors, orders):
+        bands = [self.band_errors(row) for row in BAND_ROWS]
+        for i, (lev, p) in enumerate(zip(self.levels, orders)):
             lines.append(f"{lev['level']:>5}{lev['dx']:>9.4g}{lev['dz']:>9.4g}{lev['dt']:>8.4g}"
-                         f"{lev['tets']:>11,d}{e:>10.4f}" + ("" if math.isnan(p) else f"{p:>8.2f}"))
-        lines += ["", f"fitted order over the finest three levels: {self.order:.2f}"]
+                         f"{lev['tets']:>11,d}" + "".join(f"{b[i]:>10.4f}" for b in bands)
+                         + ("" if math.isnan(p) else f"{p:>8.2f}"))
+        lines.append(f"{'fitted order, finest three':>42}"
+                     + "".join(f"{fitted_order(b[-3:]):>10.2f}" for b in bands))
+        lines += ["", f"fitted order of {self.norm} over the finest three levels: "
+                      f"{self.order:.2f}"]
+        lines += [f"level {lev['level']}: w {note}" for lev, note in zip(self.levels, self.notes)
+                  if note]
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict:
-        return {"config": self.config, "case": self.case, "levels": self.levels,
-                "errors": self.errors, "orders": self.orders, "order": self.order,
-                "rows": self.rows}
+        return {"config": self.config, "case": self.case, "norm": self.norm,
+                "levels": self.levels, "errors": self.errors, "orders": self.orders,
+                "order": self.order, "rows": self.rows, "notes": self.notes,
+                "band_orders": {row: fitted_order(self.band_errors(row)[-3:])
+                                for row in BAND_ROWS}}
 
     def write_json(self, out) -> Path:
         out = Path(out)
@@ -144,7 +165,7 @@ def _finished(path: Path, t_end: float, dt: float) -> bool:
 def convergence_study(config_path, *, levels: int = 3, workdir="output/convergence",
                       t_start: float = 5000.0, half_width: float | None = None,
                       only_level: int | None = None, run=True,
-                      overrides: dict | None = None) -> ConvergenceStudy:
+                      overrides: dict | None = None, norm: str = ERROR_ROW) -> ConvergenceStudy:
     """Run (or reuse) ``levels`` refinements of ``config_path`` and verify each.
 
     Parameters
@@ -157,6 +178,7 @@ def convergence_study(config_path, *, levels: int = 3, workdir="output/convergen
     only_level : run only this level (the others are verified if their files are finished)
     run : False: only verify finished files (levels without one get NaN)
     overrides : dotted keys applied to every level (e.g. ``{"backend.name": "gpu"}``)
+    norm : the verify row whose nRMS is the study's error (one of :data:`BAND_ROWS`)
 
     Returns
     -------
@@ -172,6 +194,8 @@ def convergence_study(config_path, *, levels: int = 3, workdir="output/convergen
     from dycore.checks.verify import verify
     from dycore.timestepping.simulation import run_from_config
 
+    if norm not in BAND_ROWS:
+        raise ConfigError(f"convergence norm {norm!r}: expected one of {', '.join(BAND_ROWS)}")
     overrides = dict(overrides or {})
     base = load_config(config_path, **overrides)
     case = load_case(base.case.name)
@@ -181,7 +205,7 @@ def convergence_study(config_path, *, levels: int = 3, workdir="output/convergen
     axes = tuple(getattr(case, "REFINE_AXES", ("x", "y", "z")))
     workdir = Path(workdir)
     stem = Path(config_path).stem
-    study = ConvergenceStudy(config=str(config_path), case=base.case.name)
+    study = ConvergenceStudy(config=str(config_path), case=base.case.name, norm=norm)
     for lev in range(levels):
         over = level_overrides(base, lev, axes)
         out = workdir / f"{stem}_level{lev}.nc"
@@ -195,15 +219,35 @@ def convergence_study(config_path, *, levels: int = 3, workdir="output/convergen
         if not _finished(out, cfg.time.t_end, cfg.time.dt):
             if run and (only_level is None or only_level == lev):
                 out.parent.mkdir(parents=True, exist_ok=True)
-                run_from_config(cfg, overwrite=True, progress=False)
+                _run_level(cfg, out, run_from_config)
             else:
                 study.errors.append(float("nan"))
                 study.rows.append({})
+                study.notes.append("")
                 continue
         result = verify(out, t_start=t_start, keep_fields=False, half_width=half_width)
-        study.errors.append(result.rows[ERROR_ROW]["nrms"])
+        study.errors.append(result.rows[norm]["nrms"])
         study.rows.append(result.rows)
+        study.notes.append(result.note)
     return study
+
+
+def _run_level(cfg, out: Path, run_from_config) -> None:
+    """Run one level into ``out``: continue an unfinished file from its last snapshot, or
+    start afresh (also when the continuation is refused, e.g. a file of another config)."""
+    import logging
+
+    from dycore.errors import DycoreError
+
+    if out.exists():
+        try:
+            run_from_config(cfg, overwrite=True, progress=False, restart=str(out))
+            return
+        except DycoreError as exc:
+            logging.getLogger("dycore").warning(
+                "notice: %s: cannot continue it (%s); running the level afresh", out,
+                str(exc).splitlines()[0])
+    run_from_config(cfg, overwrite=True, progress=False)
 
 
 def plot_convergence(study: ConvergenceStudy, out) -> Path:

@@ -60,6 +60,12 @@ def metrics(model: np.ndarray, ref: np.ndarray) -> dict:
             "points": int(len(r))}
 
 
+def terrain_at(theory, x) -> np.ndarray:
+    """The reference's terrain on the section y = 0 at x [m] (any shape of x)."""
+    x = np.asarray(x, dtype=float)
+    return np.asarray(theory.terrain(x.ravel()), dtype=float).reshape(x.shape)
+
+
 def y_dependence(coords: np.ndarray, w: np.ndarray) -> dict:
     """How much nodal w depends on y, over node columns of equal (x, z).
 
@@ -310,8 +316,12 @@ def verify(path, *, t_start: float = 5000.0, theory=None, keep_fields: bool = Tr
                                                                 theory_sec[row][cols])
         result.ydep = y_dependence(coords, w)
 
-    # summit node: the ground node nearest to the axis x = y = 0
-    r2 = coords[:, 0] ** 2 + coords[:, 1] ** 2
+    # summit node: the ground node nearest to the axis x = y = 0, or to x = 0 for a 2-D
+    # reference (among the nodes on or below
+    # the terrain of the section y = 0: every ground node, and no node above the summit)
+    r2 = coords[:, 0] ** 2 + (coords[:, 1] ** 2 if dims == 3 else 0.0)   # 2-D: any y
+    low = coords[:, 2] <= terrain_at(theory, coords[:, 0]) + 1e-6 * max(1.0, params["h0"])
+    r2 = np.where(low, r2, np.inf) if low.any() else r2
     near = np.flatnonzero(r2 <= r2.min() * (1 + 1e-9) + 1e-9)
     node = int(near[np.argmin(coords[near, 2])])
     result.summit = {"node": node, "x": float(coords[node, 0]), "y": float(coords[node, 1]),

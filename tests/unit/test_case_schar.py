@@ -203,3 +203,19 @@ def test_convergence_study_runs_one_level_and_reuses_finished_files(tmp_path):
     again = convergence_study(cfg, levels=3, workdir=tmp_path / "w", t_start=0.0, run=False)
     assert done.stat().st_mtime_ns == stamp and again.errors[0] == study.errors[0]
     assert "fitted order" in again.table()
+    # a level killed before t_end (here: t_end raised) is continued from its last snapshot
+    from dycore.io.netcdf import open_output
+
+    cfg.write_text(cfg.read_text().replace("t_end: 10.0", "t_end: 20.0"))
+    with open_output(done, ("w",)) as ds:
+        first = np.asarray(ds.variables["w"][1, :])
+    longer = convergence_study(cfg, levels=3, workdir=tmp_path / "w", t_start=0.0, only_level=0,
+                               norm="section 1-3 km")
+    with open_output(done, ("time", "w")) as ds:
+        assert np.array_equal(np.asarray(ds.variables["time"][:]), [0.0, 10.0, 20.0])
+        assert np.array_equal(np.asarray(ds.variables["w"][1, :]), first)
+    assert longer.errors[0] == longer.rows[0]["section 1-3 km"]["nrms"]
+    assert "t = 0-20 s" in longer.table()
+    from dycore.errors import ConfigError
+    with pytest.raises(ConfigError, match="convergence norm"):
+        convergence_study(cfg, levels=3, workdir=tmp_path / "w", norm="section 0-1 km")
