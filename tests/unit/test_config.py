@@ -72,9 +72,9 @@ def test_shipped_configs_validate(path):
     # (t_end, dt, output_interval): the verify and convergence configs run past 5000 s, where
     # linear theory is compared with a time mean; the convergence configs' level 0 is coarse
     expected = {"mountainwave3d_verify.yaml": (7200.0, 10.0, 300.0),
-                "mountainwave3d_linear.yaml": (7200.0, 40.0, 300.0),
+                "mountainwave3d_linear.yaml": (10800.0, 40.0, 300.0),
                 "schar.yaml": (10800.0, 10.0, 600.0),
-                "schar_linear.yaml": (7200.0, 20.0, 600.0),
+                "schar_linear.yaml": (10800.0, 20.0, 600.0),
                 "schar_tiny.yaml": (300.0, 10.0, 100.0)}.get(path.name, (3000.0, 10.0, 300.0))
     got = (config.time.t_end, config.time.dt, config.output.output_interval)
     assert got == expected
