@@ -176,7 +176,7 @@ class MeshConfig(_Section):
         description="hexahedron -> tetrahedra split: mirror_y = 6-tet Kuhn split mirrored in y "
                     "for y < 0, so the mesh is mirror-symmetric about y = 0 (needs an even ny; "
                     "an odd ny falls back to kuhn with a warning); kuhn = the same Kuhn split in "
-                    "every cell; symmetric_y = 18 tets per cell around face-centre "
+                    "every cell; symmetric_y = 20 tets per cell around cell- and face-centre "
                     "nodes, every cell mirror-symmetric about its own mid-plane in y (a channel "
                     "with free-slip walls, e.g. schar: w independent of y to round-off)")
     core_x: tuple[float, float] | None = _field(

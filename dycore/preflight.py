@@ -143,7 +143,7 @@ def check_memory(config, available: int | None = None) -> None:
     m = config.mesh
     if getattr(m, "file", None) is not None:
         return
-    n_tets = (18 if m.split == "symmetric_y" else 6) * m.nx * m.ny * m.nz
+    n_tets = (20 if m.split == "symmetric_y" else 6) * m.nx * m.ny * m.nz
     need = estimate_run_memory(n_tets)
     if available is not None and need > available:
         raise ConfigError(

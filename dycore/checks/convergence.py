@@ -211,7 +211,7 @@ def convergence_study(config_path, *, levels: int = 3, workdir="output/convergen
         out = workdir / f"{stem}_level{lev}.nc"
         cfg = load_config(config_path, **overrides, **over, **{"output.path": str(out)})
         m = cfg.mesh
-        tets = (18 if m.split == "symmetric_y" else 6) * m.nx * m.ny * m.nz
+        tets = (20 if m.split == "symmetric_y" else 6) * m.nx * m.ny * m.nz
         info = {"level": lev, "dx": m.core_dx if m.core_dx is not None else m.dx_min,
                 "dz": m.dz_core if m.dz_core is not None else m.dz_min, "dt": cfg.time.dt,
                 "tets": tets, "path": str(out)}

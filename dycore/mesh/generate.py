@@ -344,8 +344,8 @@ class GridSpec:
     split : {"mirror_y", "kuhn", "symmetric_y"}
         Hexahedron -> tetrahedra split (module docstring): Kuhn mirrored in y for y < 0
         (mirror-symmetric about y = 0 for even ``ny``; odd ``ny`` falls back to ``kuhn`` with a
-        logged warning), the plain Kuhn split everywhere, or 18 tetrahedra per cell around
-        face-centre nodes, every cell mirror-symmetric about its own mid-plane in y
+        logged warning), the plain Kuhn split everywhere, or 20 tetrahedra per cell around
+        centre nodes, every cell mirror-symmetric about its own mid-plane in y
         (:mod:`dycore.mesh.layer_split`: a channel with free-slip walls keeps a flow uniform
         in y uniform).
 
@@ -440,7 +440,7 @@ class GridSpec:
 
     @property
     def nnodes(self) -> int:
-        """``(nx+1)(ny+1)(nz+1)`` (plus the face-centre nodes of ``split="symmetric_y"``)."""
+        """``(nx+1)(ny+1)(nz+1)`` (plus the centre nodes of ``split="symmetric_y"``)."""
         if self.split == "symmetric_y":
             from dycore.mesh.layer_split import symmetric_y_node_count
             return symmetric_y_node_count(self.nx, self.ny, self.nz)
@@ -448,8 +448,8 @@ class GridSpec:
 
     @property
     def nele(self) -> int:
-        """``6 nx ny nz`` (``18 nx ny nz`` for ``split="symmetric_y"``)."""
-        return (18 if self.split == "symmetric_y" else 6) * self.nx * self.ny * self.nz
+        """``6 nx ny nz`` (``20 nx ny nz`` for ``split="symmetric_y"``)."""
+        return (20 if self.split == "symmetric_y" else 6) * self.nx * self.ny * self.nz
 
     def x_nodes(self) -> np.ndarray:
         """(nx+1,) float64 node x positions [m] (:func:`graded_symmetric_nodes`, or
@@ -569,7 +569,7 @@ def generate_terrain_following(spec: GridSpec,
             f"lid lz = {lz:g} m"
         )
 
-    if spec.split == "symmetric_y":                  # 18 tets per cell, face-centre nodes
+    if spec.split == "symmetric_y":                  # 20 tets per cell, centre nodes
         from dycore.mesh.layer_split import symmetric_y_mesh
         return symmetric_y_mesh(x, y, zeta, lz, terrain)
 

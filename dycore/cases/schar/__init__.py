@@ -184,11 +184,11 @@ def build_mesh(params: Parameters, *, nx: int = 100, ny: int = 2, nz: int = 70,
     nx, ny, nz : int
         Hexahedral cells per direction. Defaults 100 x 2 x 70: with ``dx_min = lx/nx`` and
         ``dz_min = lz/nz`` uniform 500 m x 300 m cells, the resolution of Schär et al. (2002)
-        (252,000 tetrahedra with the default split).
+        (280,000 tetrahedra with the default split).
     dx_min, dz_min : float
         Spacing at the centre / first layer [m]; ``n * d_min = length`` gives a uniform grid.
     split : {"symmetric_y", "mirror_y", "kuhn"}
-        Default ``symmetric_y`` (:mod:`dycore.mesh.layer_split`, 18 tetrahedra per cell): every
+        Default ``symmetric_y`` (:mod:`dycore.mesh.layer_split`, 20 tetrahedra per cell): every
         cell is its own mirror image about its mid-plane in y, so with the free-slip walls the
         solution does not depend on y. ``mirror_y`` (6 tets, even ``ny``) is only
         mirror-symmetric about y = 0: w then depends on y by the discretisation error.
