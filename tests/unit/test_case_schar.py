@@ -84,6 +84,14 @@ def test_symmetric_y_mesh_every_cell_is_its_own_mirror_image():
     assert mesh.nele == 20 * nx * ny * nz
     assert mesh.nnodes == ((nx + 1) * (ny + 1) * (nz + 1) + nx * ny * nz
                            + (nx + 1) * ny * nz + nx * ny * (nz + 1))
+    q = mesh.coords[mesh.tets]
+    vol = np.einsum("ij,ij->i", q[:, 1] - q[:, 0],
+                    np.cross(q[:, 2] - q[:, 0], q[:, 3] - q[:, 0])) / 6.0
+    assert vol.min() > 0.0
+    xs = np.linspace(-p.lx / 2, p.lx / 2, nx + 1)                       # 6.25 km cells
+    h, hm = schar.terrain(p, xs), schar.terrain(p, 0.5 * (xs[1:] + xs[:-1]))
+    under = p.ly * np.sum((h[:-1] + hm + h[1:]) / 3.0) * (p.lx / nx)   # 4 ground triangles/face
+    assert vol.sum() == pytest.approx(p.lx * p.ly * p.lz - under, rel=1e-12)   # no gap, no overlap
     c = mesh.coords
     key = lambda pts: tuple(sorted(map(tuple, np.round(pts, 6).tolist())))   # noqa: E731
     tets = {key(c[t]) for t in mesh.tets}
