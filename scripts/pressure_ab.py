@@ -1,11 +1,12 @@
-"""A/B in one process (GPU): row-group sums in shared memory vs warp shuffles, general vs lean CSR
-SpMV in the AMG cycle. Same mesh, same set-up (from the set-up cache after the first build).
+"""A/B in one process (GPU): variants of the device pressure solve on one mesh and set-up.
 
-python3 scripts/pressure_ab.py CONFIG [--steps N]
-For each variant: median step (host clock around step(), graphs on) over N steps after 3
-warm-up steps, and the pressure solve alone (CUDA events around each solve's own graph replay,
-per-stage timers with whole-iteration capture off), plus the fields after the steps compared
-bitwise with the first variant's.
+python3 scripts/pressure_ab.py CONFIG [--steps N] [--assembly atomic|deterministic] [--set V ...]
+Variants (--set picks some by name): row-group sums in shared memory vs warp shuffles, general vs
+lean CSR kernels, float64 vs float32 AMG levels, Chebyshev sweeps, the largest row group. For
+each: median step (host clock around step(), graphs on) over N steps after 3 warm-up steps, the
+pressure solve alone (per-stage timers, whole-iteration capture off, 5 steps), iterations per
+step, and the fields after the steps against the first variant's (bitwise; meaningful with
+deterministic assembly).
 """
 import argparse
 import time
@@ -13,25 +14,39 @@ import time
 import numpy as np
 
 import dycore
+from dycore.solvers.device import DeviceSystems
 from dycore.solvers.krylov import DeviceLinalg
 from dycore.timestepping.simulation import Simulation
 
+#: name: (shuffle, lean, precision, smoother sweeps, max row group)
+VARIANTS = {
+    "before": (False, False, "float64", 2, None),
+    "shuffle+lean f64": (True, True, "float64", 2, None),
+    "shuffle+lean f32": (True, True, "float32", 2, None),
+    "f32 group<=4": (True, True, "float32", 2, 4),
+    "f32 sweeps 1": (True, True, "float32", 1, None),
+    "f32 sweeps 3": (True, True, "float32", 3, None),
+}
 ap = argparse.ArgumentParser()
 ap.add_argument("config")
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--assembly", default="deterministic")
+ap.add_argument("--set", nargs="+", default=list(VARIANTS))
 a = ap.parse_args()
 cfg = dycore.load_config(a.config, **{"backend.name": "gpu", "backend.solver_mode": "device",
                                       "backend.assembly": a.assembly})
-VARIANTS = [("shared groups, general spmv, float64 AMG", False, False, "float64"),
-            ("shuffle groups, lean csr spmv, float64 AMG", True, True, "float64"),
-            ("shuffle groups, lean csr spmv, float32 AMG", True, True, "float32")]
 rows, ref = [], None
-for label, shuffle, lean, precision in VARIANTS:
-    DeviceLinalg.SHUFFLE, DeviceLinalg.LEAN = shuffle, lean
+for label in a.set:
+    shuffle, lean, precision, sweeps, group = VARIANTS[label]
+    DeviceLinalg.SHUFFLE, DeviceLinalg.LEAN, DeviceLinalg.DEFAULT_MAX_GROUP = shuffle, lean, group
+    c = cfg.model_copy(update={"solvers": cfg.solvers.model_copy(update={
+        "pressure": cfg.solvers.pressure.model_copy(update={"precision": precision})})})
     t = time.perf_counter()
-    sim = Simulation(cfg.model_copy(update={"solvers": cfg.solvers.model_copy(update={
-        "pressure": cfg.solvers.pressure.model_copy(update={"precision": precision})})}))
+    sim = Simulation(c)
+    if sweeps != 2:
+        sim.systems = DeviceSystems(sim.backend, sim.sparsity, sim.ops, c.solvers, sim.timers,
+                                    sweeps=sweeps, setup_cache=sim.setup_cache)
+        sim.stepper.sys = sim.systems
     build = time.perf_counter() - t
     for _ in range(3):
         sim.step()
@@ -43,20 +58,18 @@ for label, shuffle, lean, precision in VARIANTS:
     fields = sim.host_fields()
     same = "ref" if ref is None else all(np.array_equal(fields[k], ref[k]) for k in fields)
     ref = ref or fields
+    its = sim.stepper.step(sim.state).iterations
     sim.stepper.capture_iterations = False
     sim.timers.reset()
     for _ in range(5):
         sim.step()
-    tab = sim.timers.as_dict()
-    p = tab["solve pressure"]["mean_ms"]
-    rows.append((label, build, np.median(ts), min(ts), max(ts), p, same))
-    its = sim.stepper.step(sim.state).iterations
-    print(f"{label}: build {build:.2f} s, step median {np.median(ts):.2f} ms [{min(ts):.2f}-{max(ts):.2f}],"
-          f" pressure solve {p:.2f} ms, fields bitwise = first: {same}; iterations per step {its}", flush=True)
-    if label == VARIANTS[-1][0]:
-        print(sim.timers.table("stage timers, whole-iteration capture off (5 steps)"))
+    p = sim.timers.as_dict()["solve pressure"]["mean_ms"]
+    rows.append((label, np.median(ts), min(ts), max(ts), p, its["pressure"] // 2, same))
+    print(f"{label}: build {build:.2f} s, step median {np.median(ts):.2f} ms "
+          f"[{min(ts):.2f}-{max(ts):.2f}], pressure solve {p:.2f} ms, iterations {its}, "
+          f"fields bitwise = first: {same}", flush=True)
     del sim
-print("\n| variant | step median [min-max] ms | pressure solve ms | fields = first |")
-print("|---|---|---|---|")
-for label, b, med, lo, hi, p, same in rows:
-    print(f"| {label} | {med:.2f} [{lo:.2f}-{hi:.2f}] | {p:.2f} | {same} |")
+print("\n| variant | step median [min-max] ms | pressure solve ms | CG its per solve | fields = first |")
+print("|---|---|---|---|---|")
+for label, med, lo, hi, p, its, same in rows:
+    print(f"| {label} | {med:.2f} [{lo:.2f}-{hi:.2f}] | {p:.2f} | {its} | {same} |")

@@ -81,7 +81,7 @@ class DeviceSystems:
                 h = HostHierarchy.from_arrays(setup_cache.get(name, build, timers,
                                                               "pressure AMG hierarchy"))
             self.amg_sizes = h.sizes
-            single = cfg.pressure.precision == "float32" and not backend.strict
+            single = cfg.pressure.precision in ("auto", "float32") and not backend.strict
             m = DeviceVCycle(la, h, np.float32 if single else np.float64)
         elif pc in ("jacobi", "none"):
             dinv = (1.0 / ops.pressure_host.diagonal() if pc == "jacobi"
