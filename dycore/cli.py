@@ -187,22 +187,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if existing and not args.overwrite and not appending:
             raise OutputError(f"{' and '.join(existing)}: XDMF output exists; pass --overwrite "
                               "to replace it")
-    try:
-        more = {} if restart is None else {"restart": restart, "restart_at": restart_at}
-        summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite, **more)
-    except InstabilityError:
-        if xdmf:              # the netCDF file keeps the good snapshots: export those too
-            try:
-                _export_xdmf(config.output_path)
-            except OutputError as exc:
-                _report(str(exc))
-        raise
-    print(summary.timers_table)
-    print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time")
-    print(f"output: {summary.output_path}")
-    if xdmf:
-        _export_xdmf(summary.output_path)
-    return EXIT_OK
+    from dycore.io.safety import output_lock
+
+    with output_lock(config.output_path):    # the run and its XDMF export: one writer
+        try:
+            more = {} if restart is None else {"restart": restart, "restart_at": restart_at}
+            summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite,
+                                      **more)
+        except InstabilityError:
+            if xdmf:              # the netCDF file keeps the good snapshots: export those too
+                try:
+                    _export_xdmf(config.output_path)
+                except OutputError as exc:
+                    _report(str(exc))
+            raise
+        print(summary.timers_table)
+        print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall "
+              "time")
+        print(f"output: {summary.output_path}")
+        if xdmf:
+            _export_xdmf(summary.output_path)
+        return EXIT_OK
 
 
 def _export_xdmf(path: Path, out: Path | None = None) -> None:

@@ -19,6 +19,7 @@ from dycore.assembly.sparsity import build_sparsity
 from dycore.backend import select_backend
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.backend.timers import StageTimers
+from dycore.io.safety import guard_run
 from dycore.physics.coefficients import build_coefficients
 from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
 from dycore.timestepping.picard import PicardStepper
@@ -268,6 +269,7 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+@guard_run       # outputs that are inputs refused; the output locked for the whole run
 def run_from_config(config, *, max_steps: int | None = None, progress: bool | None = None,
                     writer_factory=None, overwrite: bool = False,
                     restart: str | Path | None = None,
