@@ -65,6 +65,30 @@ def _block_size(text: str) -> int:
     return value
 
 
+def _check_image_path(flag: str, path: Path | None) -> None:
+    """Refuse an image file name matplotlib cannot write (before any work is done)."""
+    if path is None or not path.suffix:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if path.suffix[1:].lower() not in formats:
+        raise ConfigError(f"{flag} {path}: unknown image format {path.suffix!r}; expected a "
+                          f"file name ending in one of {', '.join('.' + f for f in formats)}")
+
+
+def _check_writes(outputs: dict, inputs: dict, *, overwrite: bool | None = None) -> None:
+    """Refuse outputs that are inputs (same file), and (``overwrite`` False) existing outputs."""
+    from dycore.errors import OutputError
+    from dycore.io.safety import check_outputs_not_inputs
+
+    check_outputs_not_inputs(outputs, inputs)
+    if overwrite is False:
+        for flag, out in outputs.items():
+            if out is not None and out.is_file():
+                raise OutputError(f"{out}: {flag} file exists; pass --overwrite to replace it")
+
+
 # ----------------------------------------------------------------------------------- run
 def _add_run(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -257,6 +281,8 @@ def _add_plot(subparsers) -> None:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from dycore.io.plot import plot_diagnostics, plot_w
 
+    _check_image_path("--png", args.png)
+    _check_writes({"--png": args.png}, {"FILE (the output file read)": args.file})
     if args.diagnostics:
         print(plot_diagnostics(args.file, args.png))
         return EXIT_OK
@@ -329,6 +355,11 @@ def _cmd_mesh(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     out = args.out if args.out is not None else Path(f"{args.config.stem}.msh")
+    if out.is_dir():
+        raise OutputError(f"{out}: --out is a directory; expected a file name such as "
+                          f"{out / (args.config.stem + '.msh')}")
+    _check_writes({"--out": out}, {"CONFIG (the configuration file)": args.config,
+                                   "mesh.file (the mesh read)": config.mesh.file})
     if out.exists() and not args.overwrite:
         raise OutputError(f"{out}: file exists; pass --overwrite to replace it")
     mesh = cases.build_config_mesh(config)
@@ -504,6 +535,8 @@ def _add_verify(subparsers) -> None:
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="also draw model and theory side by side into OUT")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the metrics as JSON")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing --png / --json files (default: refuse)")
     parser.add_argument("--half-width", type=float, default=20000.0, metavar="M",
                         help="compare only inside |x|, |y| <= M [m] (default 20000, the whole "
                              "window; 8000 for a paper-size mesh, which resolves only that)")
@@ -518,6 +551,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"dycore verify: error: argument --half-width: expected a width in (0, 20000] m "
               f"(got {args.half_width:g})", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    _check_image_path("--png", args.png)
+    _check_writes({"--json": args.json, "--png": args.png},
+                  {"FILE (the output file read)": args.file}, overwrite=args.overwrite)
     for flag, out in (("--json", args.json), ("--png", args.png)):   # before the work
         if out is not None:
             check_output_path(out, overwrite=True, name=flag, example=f"verify.{flag[2:]}")
@@ -581,6 +617,16 @@ def _setup_logging() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 1 error, 2 configuration error)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for token in argv:
+        if token == "--":
+            break
+        flag = token.split("=", 1)[0]
+        if flag.startswith("--") and len(flag) > 3 and flag != "--overwrite" and \
+                "--overwrite".startswith(flag):
+            _report(f"{flag}: abbreviated --overwrite; write the flag in full (it replaces "
+                    "files)")
+            return EXIT_CONFIG_ERROR
     args = build_parser().parse_args(argv)
     _setup_logging()
     try:

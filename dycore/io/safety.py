@@ -30,6 +30,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -125,6 +126,11 @@ class OutputLock:
                     raise OutputError(f"{self.path}: cannot lock {self.lock_file} "
                                       f"({exc.strerror or exc})") from None
                 owner = lock_owner(self.path)
+                for _ in range(50):    # the owner writes its name just after it locks
+                    if owner.get("pid") is not None:
+                        break
+                    time.sleep(0.02)
+                    owner = lock_owner(self.path)
                 raise OutputError(
                     f"{self.path}: {self.what} is being written by another dycore run "
                     f"({_describe(owner)}); wait for it to end, or choose another --output / "

@@ -48,7 +48,9 @@ def xdmf_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, P
         raise OutputError(f"{xdmf}: an XDMF export must end in .xdmf (its HDF5 data goes "
                           f"beside it as {xdmf.stem}.h5)")
     h5 = xdmf.with_suffix(".h5")
-    if path.resolve() in (xdmf.resolve(), h5.resolve()):
+    from dycore.io.safety import same_file
+
+    if same_file(path, xdmf) or same_file(path, h5):      # same file, not only same name
         raise OutputError(f"{path}: the XDMF export would replace the netCDF file itself; "
                           "give another --out")
     return xdmf, h5
@@ -172,11 +174,22 @@ def export_xdmf(path: str | Path, out: str | Path | None = None, *,
         if missing:
             raise OutputError(f"{path}: not a dycore output file (no {', '.join(missing)})")
         times = np.asarray(ds.variables["time"][:], dtype=REAL)
-        if times.size == 0:
+        records = np.flatnonzero(np.isfinite(times))   # a restart blanks later records (NaN)
+        if records.size == 0:
             raise OutputError(f"{path}: the file holds no snapshot yet")
-        points = np.column_stack([np.asarray(ds.variables[c][:], dtype=REAL) for c in "xyz"])
+
+        def read(name, k=None):
+            """A variable (record ``k``) of the input; OutputError naming it if unreadable."""
+            try:
+                var = ds.variables[name]
+                return np.asarray(var[:] if k is None else var[k, :])
+            except (OSError, RuntimeError, IndexError) as exc:
+                where = "" if k is None else f", record {k} (t = {times[k]:g} s)"
+                raise OutputError(f"{path}: cannot read {name}{where} of the output file "
+                                  f"({exc})") from None
+        points = np.column_stack([read(c).astype(REAL) for c in "xyz"])
         conn = ds.variables["cell_nodes"]
-        cells = np.asarray(conn[:, :], dtype=INDEX) - INDEX(getattr(conn, "start_index", 0))
+        cells = read("cell_nodes").astype(INDEX) - INDEX(getattr(conn, "start_index", 0))
         units = {n: str(getattr(ds.variables[n], "units", "1"))
                  for n in _VECTOR_COMPONENTS + _SCALARS if n in ds.variables}
         names = xdmf_field_names(units)
@@ -186,16 +199,15 @@ def export_xdmf(path: str | Path, out: str | Path | None = None, *,
                 written = True
                 _describe(writer, path, str(getattr(ds.variables["time"], "units", "s")))
                 writer.write_points_cells(points, [("tetra", cells)])
-                for k, t in enumerate(times):
+                for k in records:
                     data = {}
                     if VECTOR_NAME in names:
                         data[names[VECTOR_NAME]] = np.column_stack(
-                            [np.asarray(ds.variables[c][k, :], dtype=REAL)
-                             for c in _VECTOR_COMPONENTS])
+                            [read(c, k).astype(REAL) for c in _VECTOR_COMPONENTS])
                     for name in _SCALARS:
                         if name in names:
-                            data[names[name]] = np.asarray(ds.variables[name][k, :], dtype=REAL)
-                    writer.write_data(float(t), point_data=data)
+                            data[names[name]] = read(name, k).astype(REAL)
+                    writer.write_data(float(times[k]), point_data=data)
                 _mesh_in_first_step(writer)
         except OutputError:
             raise
