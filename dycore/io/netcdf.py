@@ -17,7 +17,8 @@ File layout (CF-1.8, UGRID-1.0 fully 3-D mesh; docs/output.md describes it for u
 
 Every variable but the scalar ``mesh`` has explicit chunks (:func:`_rows_per_chunk`) and zlib
 compression at :data:`COMPRESSION_LEVEL` with the shuffle filter (the level was chosen by measuring
-file size and write time, docs/output.md). The ``config`` and ``history`` attributes carry no
+file size and write time, docs/output.md), and a Fletcher-32 checksum per chunk
+(:mod:`dycore.io.integrity`). The ``config`` and ``history`` attributes carry no
 absolute paths (:func:`portable_text`). Every :meth:`SnapshotWriter.write_snapshot` and
 :meth:`SnapshotWriter.write_diagnostics` ends with ``sync()``, so a run that is killed keeps every
 record it finished. ``netCDF4`` is imported when a file is opened, so importing this module
@@ -37,6 +38,7 @@ import numpy as np
 
 from dycore.dtypes import INDEX, NLOC, REAL
 from dycore.errors import OutputError
+from dycore.io.integrity import CHECKSUM
 
 __all__ = ["SnapshotWriter", "read_last_snapshot", "open_output", "FIELDS", "DIAGNOSTICS",
            "TIME_UNITS", "CALENDAR", "COMPRESSION_LEVEL", "NOT_RECORDED", "portable_text"]
@@ -285,7 +287,7 @@ class SnapshotWriter:
         """A compressed variable with explicit chunks; ``fill_value=False``: no _FillValue."""
         where = self._ds if group is None else group
         return where.createVariable(name, dtype, dims, fill_value=fill_value,
-                                    chunksizes=chunks, **self._compression)
+                                    chunksizes=chunks, **self._compression, **CHECKSUM)
 
     def _define(self, coords, tets, config_yaml, version, title) -> None:
         ds = self._ds
@@ -544,7 +546,7 @@ class SnapshotWriter:
             if "stage" not in group.dimensions:
                 group.createDimension("stage", None)
                 names = group.createVariable("stage_name", str, ("stage",),
-                                             chunksizes=(_TIMER_CHUNK,))
+                                             chunksizes=(_TIMER_CHUNK,), **CHECKSUM)
                 names.long_name = "timed stage"
             old = len(group.dimensions["stage"])
             names = group.variables["stage_name"]

@@ -22,6 +22,7 @@ import numpy as np
 
 from dycore.dtypes import INDEX, REAL
 from dycore.errors import OutputError
+from dycore.io.integrity import check_undamaged
 from dycore.io.netcdf import FIELDS, SnapshotWriter, open_output
 
 __all__ = ["RestartPoint", "read_restart", "find_restart", "checkpoint_path",
@@ -93,7 +94,8 @@ def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> Res
     Raises
     ------
     OutputError
-        The file cannot be read, is not a dycore output file, or holds no complete snapshot
+        The file cannot be read, is not a dycore output file, holds damaged data (a checksum
+        that fails; variable and record named), or holds no complete snapshot
         (or the one at ``at`` is incomplete).
     ConfigError
         No snapshot lies within ``dt / 2`` of ``at`` (names the file's snapshot times).
@@ -103,6 +105,11 @@ def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> Res
     path = Path(path)
     ds = open_output(path, ("x", "y", "z", "cell_nodes", "time", *FIELDS), ("config",),
                      "; cannot restart from it", what="restart file")
+    try:
+        check_undamaged(ds, path, "; cannot restart from it")
+    except OutputError:
+        ds.close()
+        raise
     try:
         times = np.asarray(ds.variables["time"][:], dtype=REAL)
         valid = np.flatnonzero(np.isfinite(times))
@@ -228,10 +235,12 @@ def snapshots_upto(path: str | Path, step: int, *, dt: float) -> tuple[int, int]
     Raises
     ------
     OutputError
-        ``path`` cannot be opened or is not a dycore output file.
+        ``path`` cannot be opened, is not a dycore output file, or holds damaged data (a
+        checksum that fails: the variable and record are named, :mod:`dycore.io.integrity`).
     """
     ds = open_output(path, ("time",), what="output file")
     try:
+        check_undamaged(ds, path)
         times = np.asarray(ds.variables["time"][:], dtype=REAL)
         if "snapshot_step" in ds.variables:
             steps = np.asarray(ds.variables["snapshot_step"][:], dtype=np.int64)
@@ -327,7 +336,7 @@ def _copy_group(src, dst, keep: Mapping[str, int]) -> None:
             compression="zlib" if filters.get("zlib") else None,
             complevel=filters.get("complevel", 4), shuffle=bool(filters.get("shuffle")),
             chunksizes=None if chunking in (None, "contiguous") else chunking,
-            contiguous=chunking == "contiguous")
+            contiguous=chunking == "contiguous", fletcher32=bool(filters.get("fletcher32")))
         out.set_auto_mask(False)
         out.setncatts(attrs)
         n = keep.get(var.dimensions[0]) if var.dimensions else None

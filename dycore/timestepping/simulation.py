@@ -345,6 +345,9 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                             f"{point.path} (t = {point.t:g} s; the snapshots before it are "
                             "lost), or write a new file with --output") from None
                     append = False
+            if append:          # the file's own configuration and time continuity
+                from dycore.timestepping.continuity import check_append_target
+                append = check_append_target(config, path, point, overwrite=overwrite)
         if append and later and not overwrite:
             raise OutputError(f"{path}: restarting from t = {point.t:g} s would discard the "
                               f"file's {later} later snapshot(s); pass --overwrite to "
