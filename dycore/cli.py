@@ -212,7 +212,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise OutputError(f"{' and '.join(existing)}: XDMF output exists; pass --overwrite "
                               "to replace it")
     from dycore.io.safety import output_lock
+    from dycore.preflight import check_output_path
 
+    check_output_path(config.output_path, overwrite=True)   # before a lock file is made there
     with output_lock(config.output_path):    # the run and its XDMF export: one writer
         try:
             more = {} if restart is None else {"restart": restart, "restart_at": restart_at}

@@ -26,7 +26,8 @@ from dycore.io.integrity import check_undamaged
 from dycore.io.netcdf import FIELDS, SnapshotWriter, open_output
 
 __all__ = ["RestartPoint", "read_restart", "find_restart", "checkpoint_path",
-           "write_checkpoint", "snapshots_upto", "rewrite_output", "CHECKPOINT_SUFFIX"]
+           "write_checkpoint", "snapshots_upto", "rewrite_output", "drop_blank_records",
+           "CHECKPOINT_SUFFIX"]
 
 log = logging.getLogger("dycore")
 
@@ -304,6 +305,36 @@ def rewrite_output(path: str | Path, *, keep_snapshots: int, keep_steps_upto: in
                           "start a new file with --output") from None
     finally:
         src.close()
+
+
+def drop_blank_records(path: str | Path) -> int:
+    """Remove the blanked records (NaN time) at the end of output file ``path``: a run that
+    appended to it (``--restart``) and ended before writing over every record its restart
+    blanked. netCDF cannot shorten a dimension, so the file is rewritten by
+    :func:`rewrite_output` (atomically) when there are any.
+
+    Returns
+    -------
+    int : the time records removed (0: the file was left as it is).
+
+    Raises
+    ------
+    OutputError
+        The file cannot be read or rewritten (names it).
+    """
+    ds = open_output(path, ("time",), what="output file")
+    try:
+        times = np.asarray(ds.variables["time"][:], dtype=REAL)
+    except (OSError, RuntimeError, KeyError, IndexError) as exc:
+        raise OutputError(f"{path}: cannot read output file ({exc})") from None
+    finally:
+        ds.close()
+    valid = np.flatnonzero(np.isfinite(times))
+    keep = int(valid[-1]) + 1 if valid.size else 0
+    if keep == len(times):
+        return 0
+    rewrite_output(path, keep_snapshots=keep, keep_steps_upto=np.iinfo(np.int32).max)
+    return len(times) - keep
 
 
 def _unreadable_records(group, dim: str, n: int) -> dict[str, str]:

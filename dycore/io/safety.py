@@ -284,8 +284,10 @@ def run_inputs_and_outputs(config, restart: str | Path | None = None
 
 def guard_run(run):
     """Decorator of :func:`dycore.timestepping.simulation.run_from_config` (``run(config, ...,
-    restart=None, ...)``): refuse outputs that are inputs (:func:`check_outputs_not_inputs`),
-    then hold the output's lock (:func:`output_lock`) for the whole call.
+    restart=None, ...)``): refuse outputs that are inputs (:func:`check_outputs_not_inputs`)
+    and an output path where no file can be made (:func:`dycore.preflight.check_output_path`,
+    before the lock file is made there), then hold the output's lock (:func:`output_lock`) for
+    the whole call (the existence check, ``--overwrite``, runs under the lock).
 
     Raises
     ------
@@ -296,7 +298,10 @@ def guard_run(run):
 
     @functools.wraps(run)
     def guarded(config, *args, **kwargs):
+        from dycore.preflight import check_output_path
+
         check_outputs_not_inputs(*run_inputs_and_outputs(config, kwargs.get("restart")))
+        check_output_path(config.output_path, overwrite=True)   # can a file be made there?
         with output_lock(config.output_path):
             return run(config, *args, **kwargs)
 

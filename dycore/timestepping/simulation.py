@@ -438,6 +438,9 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "
                                  f"tetrahedra, {sim.mesh.nnodes} nodes, {n_steps - k0} steps)")
         writer.write_timers(sim.timers.as_dict(), table)
+    if append:        # ended before the records its restart blanked: no NaN records left
+        from dycore.io.restart import drop_blank_records
+        drop_blank_records(path)
     return RunSummary(output_path=path, steps=n_steps - k0, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
                       last_diagnostics=diag, backend=sim.backend.describe())
