@@ -192,6 +192,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return cmd_run_mpi(args, config)
     restart, restart_at = args.restart if args.restart is not None else (None, None)
     appending = False
+    if restart is not None and restart.is_dir():
+        raise ConfigError(f"--restart {restart}: is a directory; expected an output file of "
+                          "dycore run (FILE.nc) or its checkpoint (FILE.checkpoint.nc)")
     if restart is not None:
         from dycore.io.restart import checkpoint_path
         from dycore.timestepping.simulation import _same_file

@@ -292,7 +292,7 @@ def rewrite_output(path: str | Path, *, keep_snapshots: int, keep_steps_upto: in
         keep = {"time": int(keep_snapshots), "step": n_step}
         lost.update(_unreadable_records(src, "step", n_step))
         if lost:                       # the kill cut a diagnostics write: drop that history
-            log.warning("%s: per-step variable(s) %s cannot be read (%s); the copy keeps the "
+            log.warning("warning: %s: per-step variable(s) %s cannot be read (%s); the copy keeps the "
                         "snapshots and starts the per-step records at the restart step",
                         path, ", ".join(lost), next(iter(lost.values())))
             keep["step"] = 0

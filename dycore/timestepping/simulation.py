@@ -395,8 +395,8 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         try:
             writer = SnapshotWriter.append(path, **kept)
         except OutputError as exc:         # readable, not writable in place: copy, then append
-            log.warning("%s; rewriting its first %d snapshot(s) into a fresh file to continue it",
-                        exc, keep)
+            log.warning("warning: %s; rewriting its first %d snapshot(s) into a fresh file to "
+                        "continue it", exc, keep)
             rewrite_output(path, keep_snapshots=keep, keep_steps_upto=k0)
             writer = SnapshotWriter.append(path, **kept)
     else:
