@@ -598,7 +598,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: rank variables of the MPI launchers (MPICH / Intel MPI, Open MPI, PMIx)
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+
+
+def _other_rank() -> bool:
+    """True on an MPI rank other than 0 (from the launcher's environment): errors every rank
+    meets alike (a bad configuration) are printed by rank 0 alone."""
+    import os
+
+    return any(os.environ.get(var, "0") not in ("", "0") for var in _RANK_VARS)
+
+
 def _report(message: str) -> None:
+    if _other_rank():
+        return
     for line in str(message).splitlines() or [""]:
         print(f"dycore: error: {line}", file=sys.stderr)
 
@@ -617,7 +631,7 @@ def _setup_logging() -> None:
         handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("dycore: %(message)s"))
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(logging.CRITICAL + 1 if _other_rank() else logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> int:

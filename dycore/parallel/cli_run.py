@@ -30,6 +30,14 @@ def cmd_run_mpi(args, config) -> int:
     comm = world()
     if comm.rank != 0:         # warnings and progress once: rank 0 logs for all
         logging.getLogger("dycore").setLevel(logging.CRITICAL + 1)
+    try:                       # every rank sees the same files: the same verdict
+        from dycore.io.safety import check_outputs_not_inputs, run_inputs_and_outputs
+        restart = args.restart[0] if getattr(args, "restart", None) is not None else None
+        check_outputs_not_inputs(*run_inputs_and_outputs(config, restart))
+    except DycoreError:
+        if comm.rank == 0:
+            raise
+        return EXIT_ERROR
     with _rank0_output_lock(comm, config) as refused:
         if refused is not None:                         # another process writes the output
             if comm.rank == 0:
