@@ -30,14 +30,15 @@ def _variables(group, prefix: str = ""):
         yield from _variables(sub, f"{prefix}{name}/")
 
 
-def find_damage(ds, times=None) -> list[str]:
+def find_damage(ds, times=None, skip_dims: tuple[str, ...] = ()) -> list[str]:
     """Every place of an open netCDF4 Dataset ``ds`` that does not read back: "variable NAME"
     for a variable without a record dimension, "variable NAME, record K (t = T s)" for one
     along ``time`` (``step`` records are named by index).
 
     Reads each variable in blocks of its chunk rows (one snapshot record per block for the node
     fields), so memory stays at one chunk row. ``times`` : the ``time`` values (for the
-    messages; read from ``ds`` when None and readable). Returns [] for an intact file.
+    messages; read from ``ds`` when None and readable); ``skip_dims``: variables whose first
+    dimension is one of these are not read. Returns [] for an intact file.
     """
     if times is None:
         try:
@@ -46,6 +47,8 @@ def find_damage(ds, times=None) -> list[str]:
             times = None
     damage = []
     for name, var in _variables(ds):
+        if var.dimensions[:1] and var.dimensions[0] in skip_dims:
+            continue
         if var.ndim == 0 or not var.dimensions:
             try:
                 var[...]
@@ -73,11 +76,18 @@ def find_damage(ds, times=None) -> list[str]:
     return damage
 
 
-def check_undamaged(ds, path: str | Path, purpose: str = "") -> None:
+#: per-step records are not needed to continue a run: a kill can leave them unreadable, and a
+#: restart then drops that history with a warning (dycore.io.restart.rewrite_output)
+RESTART_SKIPS = ("step",)
+
+
+def check_undamaged(ds, path: str | Path, purpose: str = "",
+                    skip_dims: tuple[str, ...] = RESTART_SKIPS) -> None:
     """Raise OutputError naming the damaged variables and records of open file ``ds``
-    (:func:`find_damage`), if any; ``purpose`` ends the message (e.g. "; cannot restart from
-    it")."""
-    damage = find_damage(ds)
+    (:func:`find_damage`; variables along ``skip_dims`` not read: by default the per-step
+    diagnostics, which a restart does not need), if any; ``purpose`` ends the message (e.g.
+    "; cannot restart from it")."""
+    damage = find_damage(ds, skip_dims=skip_dims)
     if damage:
         more = f" and {len(damage) - _SHOWN} more" if len(damage) > _SHOWN else ""
         raise OutputError(f"{path}: damaged data (checksum mismatch or undecodable chunk) in "

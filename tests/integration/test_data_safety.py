@@ -150,3 +150,30 @@ def test_an_mpi_rank_other_than_0_prints_no_error(folder, capsys, monkeypatch):
     monkeypatch.setenv("PMI_RANK", "0")
     status, err = _run(capsys, "run", "run.yaml")
     assert status == 2 and err.startswith("dycore: error: run.yaml: time.dt")
+
+
+# ------------------------------------------------- never renamed over a file it did not make
+def test_the_writer_never_renames_over_a_file_that_appeared_meanwhile(tmp_path, monkeypatch):
+    """Between the writer's start (no out.nc) and its rename, another program makes out.nc:
+    it is left as it is and the writer says so."""
+    import dycore.io.netcdf as netcdf
+    from dycore.errors import OutputError
+
+    out = tmp_path / "out.nc"
+    real_define = netcdf.SnapshotWriter._define
+
+    def define(self, *args):
+        real_define(self, *args)
+        out.write_text("another program's file\n")      # appears before the rename
+
+    monkeypatch.setattr(netcdf.SnapshotWriter, "_define", define)
+    mesh = types.SimpleNamespace(coords=np.zeros((4, 3)) + np.eye(4, 3),
+                                 tets=np.array([[0, 1, 2, 3]]))
+    with pytest.raises(OutputError, match="a file appeared there while this run was starting"):
+        SnapshotWriter(out, mesh, config_yaml="a: 1", version="0")
+    assert out.read_text() == "another program's file\n"
+    assert not out.with_name("out.nc.part").exists()
+    monkeypatch.setattr(netcdf.SnapshotWriter, "_define", real_define)
+    SnapshotWriter(out, mesh, config_yaml="a: 1", version="0").close()   # existed: replaced
+    with netCDF4.Dataset(out) as ds:
+        assert ds.getncattr("config") == "a: 1"
