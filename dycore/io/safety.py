@@ -37,7 +37,8 @@ from typing import Iterator, Mapping
 from dycore.errors import OutputError
 
 __all__ = ["LOCK_SUFFIX", "lock_path", "OutputLock", "output_lock", "lock_owner",
-           "check_outputs_not_inputs", "same_file"]
+           "check_outputs_not_inputs", "check_not_being_written", "same_file",
+           "run_inputs_and_outputs", "guard_run"]
 
 log = logging.getLogger("dycore")
 
@@ -222,6 +223,22 @@ def output_lock(path: str | Path, what: str = "output file") -> Iterator[OutputL
         lock.release()
 
 
+def check_not_being_written(path: str | Path, what: str) -> None:
+    """Refuse to read ``path`` as ``what`` while another dycore run holds its lock (HDF5 gives
+    no consistent view of a file being written): OutputError naming that run. The lock is
+    taken and let go at once (a stale one is taken over, as by :func:`output_lock`)."""
+    if not Path(path).exists():
+        return
+    try:
+        with output_lock(path):
+            pass
+    except OutputError as exc:
+        text = str(exc).replace("output file is being written", f"{what} is being written")
+        raise OutputError(text.replace("wait for it to end, or choose another --output / "
+                                       "output.path", "restart from it when that run has "
+                                       "ended")) from None
+
+
 def same_file(a: str | Path, b: str | Path) -> bool:
     """True when ``a`` and ``b`` are one file: the same resolved path, or (both existing) the
     same device and inode (hard links)."""
@@ -300,9 +317,12 @@ def guard_run(run):
     def guarded(config, *args, **kwargs):
         from dycore.preflight import check_output_path
 
-        check_outputs_not_inputs(*run_inputs_and_outputs(config, kwargs.get("restart")))
+        restart = kwargs.get("restart")
+        check_outputs_not_inputs(*run_inputs_and_outputs(config, restart))
         check_output_path(config.output_path, overwrite=True)   # can a file be made there?
         with output_lock(config.output_path):
+            if restart is not None and not same_file(restart, config.output_path):
+                check_not_being_written(restart, "restart file (--restart)")
             return run(config, *args, **kwargs)
 
     return guarded

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from dycore.errors import OutputError
-from dycore.io.safety import lock_owner, lock_path, output_lock
+from dycore.io.safety import OutputLock, lock_owner, lock_path, output_lock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -177,3 +177,27 @@ def test_whole_runs_racing_on_one_output(tmp_path, checkpoint):
             assert _nu_h(ck) == winners[0]
         assert sorted(p.name for p in tmp_path.glob("same*")) == sorted(
             ["same.nc"] + (["same.checkpoint.nc"] if checkpoint else []))   # no .part, .lock
+
+
+def test_a_restart_does_not_read_a_file_another_run_is_writing(tmp_path, monkeypatch, capsys):
+    """--restart a.nc --output b.nc while a run holds a.nc: refused before anything is read,
+    naming that run (HDF5 gives no consistent view of a file being written)."""
+    from dycore import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(
+        {"mesh": {"nx": 2, "ny": 2, "nz": 2}, "time": {"dt": 10.0, "t_end": 30.0},
+         "output": {"path": "a.nc", "progress": False}}))
+    assert cli.main(["run", "run.yaml", "--steps", "1"]) == 0
+    capsys.readouterr()
+    holder = OutputLock(tmp_path / "a.nc").acquire()      # as another run would (own fd)
+    try:
+        status = cli.main(["run", "run.yaml", "--restart", "a.nc", "--output", "b.nc"])
+    finally:
+        holder.release()
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith(f"dycore: error: a.nc: restart file (--restart) is being written by "
+                          f"another dycore run (process {os.getpid()} on "), err
+    assert err.rstrip().endswith("restart from it when that run has ended")
+    assert not (tmp_path / "b.nc").exists() and not lock_path(tmp_path / "b.nc").exists()
