@@ -448,6 +448,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.t_end is not None:
         overrides["time"] = {"t_end": args.t_end}
     config = _load_with_t_end(args.config, overrides, args.t_end)
+    from dycore.preflight import notice_threads
+    notice_threads(config)              # the CPU side would use fewer threads without a word
     result = validate(config, steps=args.steps, output_dir=args.output_dir,
                       tolerance=args.tolerance, repeat_gpu=args.repeat_gpu,
                       assembly=args.assembly, strict=args.strict)

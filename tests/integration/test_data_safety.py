@@ -177,3 +177,22 @@ def test_the_writer_never_renames_over_a_file_that_appeared_meanwhile(tmp_path, 
     SnapshotWriter(out, mesh, config_yaml="a: 1", version="0").close()   # existed: replaced
     with netCDF4.Dataset(out) as ds:
         assert ds.getncattr("config") == "a: 1"
+
+
+def test_validate_says_when_backend_threads_is_clamped(folder, capsys, monkeypatch):
+    import numba
+
+    import dycore.validate
+    from dycore.errors import DycoreError
+
+    def stop(*args, **kwargs):
+        raise DycoreError("stopped before the GPU")
+
+    monkeypatch.setattr(dycore.validate, "validate", stop)
+    (folder / "run.yaml").write_text(yaml.safe_dump({**BASE, "backend": {"threads": 9999}}))
+    status, err = _run(capsys, "validate", "run.yaml")
+    cores = numba.config.NUMBA_NUM_THREADS
+    assert status == 1
+    assert err == (f"dycore: notice: backend.threads = 9999 is more than the {cores} threads "
+                   f"numba can use on this machine; using {cores}\n"
+                   "dycore: error: stopped before the GPU\n")
