@@ -354,7 +354,8 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     Raises
     ------
     DycoreError subclasses (ConfigError, MeshError, SolverDivergedError, OutputError,
-    InstabilityError, ...).
+    InstabilityError, ...); OutputError also when another process holds the output's lock or
+    an output is one of the run's inputs (:func:`dycore.io.safety.guard_run`).
     """
     from dycore.errors import InstabilityError
     from dycore.io.background import BackgroundWriter, DiagnosticsBuffer
