@@ -118,9 +118,10 @@ from pathlib import Path
 import dycore.cli, dycore.config, dycore.timestepping.simulation, dycore.io.restart  # noqa
 import netCDF4, numba, pydantic, scipy.sparse  # noqa: everything imported before the start
 go = Path(sys.argv[1])
+Path(f"{go}.ready.{sys.argv[2]}").touch()              # imported: ready to start
 while not go.exists():
     time.sleep(0.002)
-sys.exit(dycore.cli.main(sys.argv[2:]))
+sys.exit(dycore.cli.main(sys.argv[3:]))
 """
 
 
@@ -154,10 +155,15 @@ def test_whole_runs_racing_on_one_output(tmp_path, checkpoint):
         for nu_h in (10.0, 5.0, 2.0):
             argv = ["run", str(_config(tmp_path, nu_h, checkpoint)), "--output", "same.nc",
                     "--overwrite"]
-            procs[nu_h] = subprocess.Popen([sys.executable, str(racer), str(go), *argv],
-                                           cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, text=True)
-        time.sleep(3.0)                     # every racer has imported everything by now
+            procs[nu_h] = subprocess.Popen([sys.executable, str(racer), str(go), f"{nu_h:g}",
+                                            *argv], cwd=tmp_path, env=env,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True)
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob(f"go{race}.ready.*"))) < len(procs):   # all imported
+            assert time.monotonic() < deadline and all(p.poll() is None
+                                                       for p in procs.values())
+            time.sleep(0.01)
         go.touch()
         done = {nu_h: (p.wait(300), *p.communicate()) for nu_h, p in procs.items()}
         winners = [nu_h for nu_h, (code, _, _) in done.items() if code == 0]
