@@ -450,6 +450,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     config = _load_with_t_end(args.config, overrides, args.t_end)
     from dycore.preflight import notice_threads
     notice_threads(config)              # the CPU side would use fewer threads without a word
+    _check_writes({f"--output-dir ({name})": args.output_dir / name
+                   for name in ("validate_diff.nc", "validate_dw.png", "validate_report.txt",
+                                "validate_report.json")},
+                  {"CONFIG (the configuration file)": args.config,
+                   "mesh.file (the mesh read)": config.mesh.file})
     result = validate(config, steps=args.steps, output_dir=args.output_dir,
                       tolerance=args.tolerance, repeat_gpu=args.repeat_gpu,
                       assembly=args.assembly, strict=args.strict)
@@ -512,6 +517,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         sizes = parse_sizes(args.sizes) if args.sizes else None
     except ConfigError as exc:
         raise ConfigError(f"--sizes: {exc}") from None
+    _check_writes({"--json": args.json}, {"CONFIG (the configuration file)": args.config})
     paths = args.paths
     if args.backend_deprecated is not None:
         print("dycore bench: --backend is deprecated here, use --paths (the code paths to "

@@ -196,3 +196,18 @@ def test_validate_says_when_backend_threads_is_clamped(folder, capsys, monkeypat
     assert err == (f"dycore: notice: backend.threads = 9999 is more than the {cores} threads "
                    f"numba can use on this machine; using {cores}\n"
                    "dycore: error: stopped before the GPU\n")
+
+
+@pytest.mark.parametrize("argv", [("bench", "run.yaml", "--json", "run.yaml"),
+                                  ("validate", "run.yaml", "--output-dir", ".")])
+def test_bench_and_validate_never_write_over_their_config(folder, capsys, argv):
+    config = folder / "run.yaml"
+    if argv[0] == "validate":                  # a config that bears a report's name
+        config = folder / "validate_report.txt"
+        config.write_text(yaml.safe_dump(BASE))
+        argv = ("validate", config.name, "--output-dir", ".")
+    text = config.read_text()
+    status, err = _run(capsys, *argv)
+    assert status == 1
+    assert "is CONFIG (the configuration file); writing it would destroy the input" in err
+    assert config.read_text() == text
