@@ -109,8 +109,12 @@ class OutputLock:
         self._fd: int | None = None
 
     def acquire(self) -> "OutputLock":
-        import fcntl
-
+        try:
+            import fcntl
+        except ImportError:            # no POSIX locks (Windows): run unlocked, and say so
+            log.warning("warning: %s: this platform has no fcntl file locks; the output is not "
+                        "locked against a second run", self.path)
+            return self
         folder = self.lock_file.parent
         for _ in range(100):           # retried only while another owner removes its file
             try:
