@@ -77,6 +77,20 @@ def _import_meshio():
     return meshio
 
 
+class _Checksummed:
+    """An h5py File whose new datasets carry HDF5's Fletcher-32 checksum (as the netCDF
+    output's variables do: damaged bytes are a read error, not wrong numbers)."""
+
+    def __init__(self, h5):
+        self._h5 = h5
+
+    def create_dataset(self, name, **kwargs):
+        return self._h5.create_dataset(name, fletcher32=True, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._h5, name)
+
+
 def _time_series_writer(meshio):
     """meshio's XDMF time-series writer with its HDF5 file beside the XDMF file (meshio 5.3
     creates it in the working directory)."""
@@ -86,7 +100,7 @@ def _time_series_writer(meshio):
             import h5py
 
             self.h5_filename = str(self.filename.with_suffix(".h5"))
-            self.h5_file = h5py.File(self.h5_filename, "w")
+            self.h5_file = _Checksummed(h5py.File(self.h5_filename, "w"))
             return self
 
     return Writer
