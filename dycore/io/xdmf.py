@@ -18,6 +18,9 @@ copied bit for bit (float64). ``meshio`` and ``h5py`` are imported when an expor
 """
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -181,7 +184,6 @@ def export_xdmf(path: str | Path, out: str | Path | None = None, *,
         ds = netCDF4.Dataset(path, "r")
     except (OSError, RuntimeError) as exc:
         raise OutputError(f"{path}: cannot open output file ({exc})") from None
-    written = False
     try:
         ds.set_auto_mask(False)
         missing = [n for n in ("x", "y", "z", "cell_nodes", "time") if n not in ds.variables]
@@ -207,10 +209,11 @@ def export_xdmf(path: str | Path, out: str | Path | None = None, *,
         units = {n: str(getattr(ds.variables[n], "units", "1"))
                  for n in _VECTOR_COMPONENTS + _SCALARS if n in ds.variables}
         names = xdmf_field_names(units)
-        try:
+        staging = None              # the pair is written in a folder of its own beside the
+        try:                        # target and moved into place only when complete
             xdmf.parent.mkdir(parents=True, exist_ok=True)
-            with _time_series_writer(meshio)(xdmf, data_format="HDF") as writer:
-                written = True
+            staging = Path(tempfile.mkdtemp(prefix=".dycore-export-", dir=xdmf.parent))
+            with _time_series_writer(meshio)(staging / xdmf.name, data_format="HDF") as writer:
                 _describe(writer, path, str(getattr(ds.variables["time"], "units", "s")))
                 writer.write_points_cells(points, [("tetra", cells)])
                 for k in records:
@@ -223,15 +226,17 @@ def export_xdmf(path: str | Path, out: str | Path | None = None, *,
                             data[names[name]] = read(name, k).astype(REAL)
                     writer.write_data(float(times[k]), point_data=data)
                 _mesh_in_first_step(writer)
+            os.replace(staging / h5.name, h5)     # the XML names the .h5 without a folder
+            os.replace(staging / xdmf.name, xdmf)
         except OutputError:
             raise
         except Exception as exc:                  # meshio / h5py / OS errors: name the files
             raise OutputError(f"{xdmf}: cannot write the XDMF export ({type(exc).__name__}: "
                               f"{exc})") from None
+        finally:                # a failed export leaves the earlier pair (if any) as it was
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
     except OutputError:
-        if written:                               # no half-written pair left behind
-            for p in (xdmf, h5):
-                p.unlink(missing_ok=True)
         raise
     except (OSError, RuntimeError, KeyError, IndexError) as exc:
         raise OutputError(f"{path}: cannot read output file ({exc})") from None

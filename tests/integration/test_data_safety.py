@@ -211,3 +211,19 @@ def test_bench_and_validate_never_write_over_their_config(folder, capsys, argv):
     assert status == 1
     assert "is CONFIG (the configuration file); writing it would destroy the input" in err
     assert config.read_text() == text
+
+
+def test_a_failed_export_leaves_the_earlier_export_as_it_was(folder, capsys):
+    """export --overwrite of a damaged file: the error names the input; the earlier pair is
+    untouched (the new one is made in a folder of its own and moved in only when complete)."""
+    assert _run(capsys, "run", "run.yaml")[0] == 0
+    assert _run(capsys, "export", "out.nc", "--xdmf")[0] == 0
+    before = {p: (folder / p).read_bytes() for p in ("out.xdmf", "out.h5")}
+    damage_chunk(folder / "out.nc", "q_r", 2)
+    status, err = _run(capsys, "export", "out.nc", "--xdmf", "--overwrite")
+    assert status == 1
+    assert err == ("dycore: error: out.nc: cannot read q_r, record 2 (t = 20 s) of the output "
+                   "file (NetCDF: HDF error)\n")
+    assert {p: (folder / p).read_bytes() for p in before} == before
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "out.checkpoint.nc", "out.h5", "out.nc", "out.xdmf", "run.yaml"]

@@ -535,15 +535,19 @@ HELD_LOCKS: list[int] = []
 
 
 def damage_chunk(path: Path, variable: str, record: int) -> None:
-    """Overwrite 32 bytes inside the stored chunk of ``variable``'s ``record`` (its Fletcher-32
-    checksum then fails), as a disk or a copy might."""
+    """Overwrite up to 32 bytes inside the stored chunk of ``variable``'s ``record`` (its
+    Fletcher-32 checksum then fails; nothing outside the chunk changes), as a disk or a copy
+    might."""
     import h5py
 
     with h5py.File(path, "r") as f:
         info = f[variable].id.get_chunk_info_by_coord((record, 0))
+    n = min(32, info.size - 4)                      # the checksum: the chunk's last 4 bytes
     with open(path, "r+b") as f:
-        f.seek(info.byte_offset + 8)
-        f.write(bytes(range(100, 132)))
+        f.seek(info.byte_offset)
+        old = f.read(n)
+        f.seek(info.byte_offset)
+        f.write(bytes(b ^ 0x5A for b in old))       # every byte changed
 
 
 def _config_text(case: Case) -> str | None:
