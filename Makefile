@@ -16,7 +16,7 @@ run: install
 
 # compare w of $(OUTPUT) (made by `make run`) with 3-D linear theory (docs/verify.md)
 verify: install
-	$(PYTHON) -m dycore verify $(OUTPUT) --png $(basename $(OUTPUT))_verify.png --json $(basename $(OUTPUT))_verify.json
+	$(PYTHON) -m dycore verify $(OUTPUT) --png $(basename $(OUTPUT))_verify.png --json $(basename $(OUTPUT))_verify.json --overwrite
 
 run-paper: install
 	$(PYTHON) -m dycore run configs/mountainwave3d.yaml --steps 5 --overwrite

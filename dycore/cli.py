@@ -65,6 +65,30 @@ def _block_size(text: str) -> int:
     return value
 
 
+def _check_image_path(flag: str, path: Path | None) -> None:
+    """Refuse an image file name matplotlib cannot write (before any work is done)."""
+    if path is None or not path.suffix:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if path.suffix[1:].lower() not in formats:
+        raise ConfigError(f"{flag} {path}: unknown image format {path.suffix!r}; expected a "
+                          f"file name ending in one of {', '.join('.' + f for f in formats)}")
+
+
+def _check_writes(outputs: dict, inputs: dict, *, overwrite: bool | None = None) -> None:
+    """Refuse outputs that are inputs (same file), and (``overwrite`` False) existing outputs."""
+    from dycore.errors import OutputError
+    from dycore.io.safety import check_outputs_not_inputs
+
+    check_outputs_not_inputs(outputs, inputs)
+    if overwrite is False:
+        for flag, out in outputs.items():
+            if out is not None and out.is_file():
+                raise OutputError(f"{out}: {flag} file exists; pass --overwrite to replace it")
+
+
 # ----------------------------------------------------------------------------------- run
 def _add_run(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -168,6 +192,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return cmd_run_mpi(args, config)
     restart, restart_at = args.restart if args.restart is not None else (None, None)
     appending = False
+    if restart is not None and restart.is_dir():
+        raise ConfigError(f"--restart {restart}: is a directory; expected an output file of "
+                          "dycore run (FILE.nc) or its checkpoint (FILE.checkpoint.nc)")
     if restart is not None:
         from dycore.io.restart import checkpoint_path
         from dycore.timestepping.simulation import _same_file
@@ -187,24 +214,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if existing and not args.overwrite and not appending:
             raise OutputError(f"{' and '.join(existing)}: XDMF output exists; pass --overwrite "
                               "to replace it")
-    try:
-        more = {} if restart is None else {"restart": restart, "restart_at": restart_at}
-        summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite, **more)
-    except InstabilityError:
-        if xdmf:              # the netCDF file keeps the good snapshots: export those too
-            try:
-                _export_xdmf(config.output_path)
-            except OutputError as exc:
-                _report(str(exc))
-        raise
-    print(summary.timers_table)
-    if getattr(summary, "split_text", ""):
-        print(summary.split_text)
-    print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time")
-    print(f"output: {summary.output_path}")
-    if xdmf:
-        _export_xdmf(summary.output_path)
-    return EXIT_OK
+    from dycore.io.safety import output_lock
+    from dycore.preflight import check_output_path
+
+    check_output_path(config.output_path, overwrite=True)   # before a lock file is made there
+    with output_lock(config.output_path):    # the run and its XDMF export: one writer
+        try:
+            more = {} if restart is None else {"restart": restart, "restart_at": restart_at}
+            summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite,
+                                      **more)
+        except InstabilityError:
+            if xdmf:              # the netCDF file keeps the good snapshots: export those too
+                try:
+                    _export_xdmf(config.output_path)
+                except OutputError as exc:
+                    _report(str(exc))
+            raise
+        print(summary.timers_table)
+        if getattr(summary, "split_text", ""):
+            print(summary.split_text)
+        print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall "
+              "time")
+        print(f"output: {summary.output_path}")
+        if xdmf:
+            _export_xdmf(summary.output_path)
+        return EXIT_OK
 
 
 def _export_xdmf(path: Path, out: Path | None = None) -> None:
@@ -254,6 +288,8 @@ def _add_plot(subparsers) -> None:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from dycore.io.plot import plot_diagnostics, plot_w
 
+    _check_image_path("--png", args.png)
+    _check_writes({"--png": args.png}, {"FILE (the output file read)": args.file})
     if args.diagnostics:
         print(plot_diagnostics(args.file, args.png))
         return EXIT_OK
@@ -326,6 +362,11 @@ def _cmd_mesh(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     out = args.out if args.out is not None else Path(f"{args.config.stem}.msh")
+    if out.is_dir():
+        raise OutputError(f"{out}: --out is a directory; expected a file name such as "
+                          f"{out / (args.config.stem + '.msh')}")
+    _check_writes({"--out": out}, {"CONFIG (the configuration file)": args.config,
+                                   "mesh.file (the mesh read)": config.mesh.file})
     if out.exists() and not args.overwrite:
         raise OutputError(f"{out}: file exists; pass --overwrite to replace it")
     mesh = cases.build_config_mesh(config)
@@ -407,6 +448,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.t_end is not None:
         overrides["time"] = {"t_end": args.t_end}
     config = _load_with_t_end(args.config, overrides, args.t_end)
+    from dycore.preflight import notice_threads
+    notice_threads(config)              # the CPU side would use fewer threads without a word
+    _check_writes({f"--output-dir ({name})": args.output_dir / name
+                   for name in ("validate_diff.nc", "validate_dw.png", "validate_report.txt",
+                                "validate_report.json")},
+                  {"CONFIG (the configuration file)": args.config,
+                   "mesh.file (the mesh read)": config.mesh.file})
     result = validate(config, steps=args.steps, output_dir=args.output_dir,
                       tolerance=args.tolerance, repeat_gpu=args.repeat_gpu,
                       assembly=args.assembly, strict=args.strict)
@@ -471,6 +519,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         sizes = parse_sizes(args.sizes) if args.sizes else None
     except ConfigError as exc:
         raise ConfigError(f"--sizes: {exc}") from None
+    _check_writes({"--json": args.json}, {"CONFIG (the configuration file)": args.config})
     paths = args.paths
     if args.backend_deprecated is not None:
         print("dycore bench: --backend is deprecated here, use --paths (the code paths to "
@@ -503,6 +552,8 @@ def _add_verify(subparsers) -> None:
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="also draw model and theory side by side into OUT")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the metrics as JSON")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing --png / --json files (default: refuse)")
     parser.add_argument("--half-width", type=float, default=20000.0, metavar="M",
                         help="compare only inside |x|, |y| <= M [m] (default 20000, the whole "
                              "window; 8000 for a paper-size mesh, which resolves only that)")
@@ -517,6 +568,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"dycore verify: error: argument --half-width: expected a width in (0, 20000] m "
               f"(got {args.half_width:g})", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    _check_image_path("--png", args.png)
+    _check_writes({"--json": args.json, "--png": args.png},
+                  {"FILE (the output file read)": args.file}, overwrite=args.overwrite)
     for flag, out in (("--json", args.json), ("--png", args.png)):   # before the work
         if out is not None:
             check_output_path(out, overwrite=True, name=flag, example=f"verify.{flag[2:]}")
@@ -556,7 +610,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: rank variables of the MPI launchers (MPICH / Intel MPI, Open MPI, PMIx)
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+
+
+def _other_rank() -> bool:
+    """True on an MPI rank other than 0 (from the launcher's environment): errors every rank
+    meets alike (a bad configuration) are printed by rank 0 alone."""
+    import os
+
+    return any(os.environ.get(var, "0") not in ("", "0") for var in _RANK_VARS)
+
+
 def _report(message: str) -> None:
+    if _other_rank():
+        return
     for line in str(message).splitlines() or [""]:
         print(f"dycore: error: {line}", file=sys.stderr)
 
@@ -575,11 +643,21 @@ def _setup_logging() -> None:
         handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("dycore: %(message)s"))
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(logging.CRITICAL + 1 if _other_rank() else logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 1 error, 2 configuration error)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for token in argv:
+        if token == "--":
+            break
+        flag = token.split("=", 1)[0]
+        if flag.startswith("--") and len(flag) > 3 and flag != "--overwrite" and \
+                "--overwrite".startswith(flag):
+            _report(f"{flag}: abbreviated --overwrite; write the flag in full (it replaces "
+                    "files)")
+            return EXIT_CONFIG_ERROR
     args = build_parser().parse_args(argv)
     _setup_logging()
     try:

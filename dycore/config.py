@@ -565,9 +565,22 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that rejects a key given twice in one mapping."""
 
 
+#: tag of the YAML 1.1 merge key ``<<`` (``tracer: {<<: *m, preconditioner: jacobi}``)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+#: most values a configuration may expand to through aliases (a full one has about 100): a
+#: "billion laughs" file of a few hundred bytes is refused here instead of costing minutes and
+#: gigabytes in validation (issue 25)
+MAX_YAML_VALUES = 100_000
+
+
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep=False):
+    """A mapping whose own keys are unique; merge keys (``<<``) merged as YAML 1.1 says
+    (the mapping's own keys win over merged ones)."""
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:
+            continue
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, typing.Hashable) and key in seen:
             raise yaml.constructor.ConstructorError(
@@ -579,6 +592,55 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                  _construct_unique_mapping)
+
+
+def _expanded_size(node: yaml.Node, limit: int) -> int:
+    """Values (scalars, sequences, mappings) the YAML node graph ``node`` holds once every
+    alias is expanded, counted up to just past ``limit``; ValueError for a recursive alias."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(n: yaml.Node) -> int:
+        if id(n) in sizes:
+            return sizes[id(n)]
+        if id(n) in active:
+            raise ValueError(f"line {n.start_mark.line + 1}, column {n.start_mark.column + 1}: "
+                             "an alias refers to a collection that contains it (recursive)")
+        total = 1
+        if isinstance(n, (yaml.SequenceNode, yaml.MappingNode)):
+            active.add(id(n))
+            children = (n.value if isinstance(n, yaml.SequenceNode)
+                        else [c for pair in n.value for c in pair])
+            for child in children:
+                total += size(child)
+                if total > limit:
+                    break
+            active.discard(id(n))
+        sizes[id(n)] = min(total, limit + 1)
+        return sizes[id(n)]
+
+    return size(node)
+
+
+def _load_yaml(text: str, path: Path):
+    """The YAML document of ``text`` through :class:`_UniqueKeyLoader`, its size bounded by
+    :data:`MAX_YAML_VALUES` before anything is constructed (ConfigError naming ``path``)."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            n = _expanded_size(node, MAX_YAML_VALUES)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}; a configuration is a tree of sections") from None
+        if n > MAX_YAML_VALUES:
+            raise ConfigError(f"{path}: the YAML expands to more than {MAX_YAML_VALUES:,} values "
+                              "through its aliases (*name); a complete configuration has about "
+                              "100: refused before reading it")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _deep_merge(base: dict, overrides: dict) -> dict:
@@ -688,7 +750,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read configuration file ({exc})") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        data = _load_yaml(text, path)                    # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

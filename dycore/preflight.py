@@ -22,7 +22,7 @@ import numpy as np
 from dycore.errors import ConfigError, OutputError
 
 __all__ = ["check_before_build", "check_output_path", "check_checkpoint_path", "check_memory",
-           "check_backend_settings",
+           "check_backend_settings", "notice_threads",
            "notice_backend_fallback", "estimate_run_memory", "available_memory",
            "inflow_speed", "courant_number", "StabilityWatch",
            "BYTES_PER_TETRAHEDRON", "BASE_BYTES"]
@@ -166,8 +166,6 @@ def check_backend_settings(config) -> None:
     ------
     ConfigError for ``backend.solver_mode: device`` with ``backend.name: cpu``.
     """
-    import numba
-
     b = config.backend
     if b.name == "cpu" and b.solver_mode == "device":
         raise ConfigError(
@@ -180,6 +178,15 @@ def check_backend_settings(config) -> None:
         if ignored:
             log.warning("notice: %s: GPU setting(s), ignored with backend.name = cpu (the CPU "
                         "path is always deterministic)", ", ".join(ignored))
+    notice_threads(config)
+
+
+def notice_threads(config) -> None:
+    """One notice when ``backend.threads`` exceeds the threads numba can use on this machine
+    (the CPU backend then uses all of them): ``dycore run`` and ``dycore validate``."""
+    import numba
+
+    b = config.backend
     cores = numba.config.NUMBA_NUM_THREADS
     if b.threads > cores:
         log.warning("notice: backend.threads = %d is more than the %d threads numba can use on "

@@ -18,6 +18,9 @@ copied bit for bit (float64). ``meshio`` and ``h5py`` are imported when an expor
 """
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +51,9 @@ def xdmf_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, P
         raise OutputError(f"{xdmf}: an XDMF export must end in .xdmf (its HDF5 data goes "
                           f"beside it as {xdmf.stem}.h5)")
     h5 = xdmf.with_suffix(".h5")
-    if path.resolve() in (xdmf.resolve(), h5.resolve()):
+    from dycore.io.safety import same_file
+
+    if same_file(path, xdmf) or same_file(path, h5):      # same file, not only same name
         raise OutputError(f"{path}: the XDMF export would replace the netCDF file itself; "
                           "give another --out")
     return xdmf, h5
@@ -75,6 +80,20 @@ def _import_meshio():
     return meshio
 
 
+class _Checksummed:
+    """An h5py File whose new datasets carry HDF5's Fletcher-32 checksum (as the netCDF
+    output's variables do: damaged bytes are a read error, not wrong numbers)."""
+
+    def __init__(self, h5):
+        self._h5 = h5
+
+    def create_dataset(self, name, **kwargs):
+        return self._h5.create_dataset(name, fletcher32=True, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._h5, name)
+
+
 def _time_series_writer(meshio):
     """meshio's XDMF time-series writer with its HDF5 file beside the XDMF file (meshio 5.3
     creates it in the working directory)."""
@@ -84,7 +103,7 @@ def _time_series_writer(meshio):
             import h5py
 
             self.h5_filename = str(self.filename.with_suffix(".h5"))
-            self.h5_file = h5py.File(self.h5_filename, "w")
+            self.h5_file = _Checksummed(h5py.File(self.h5_filename, "w"))
             return self
 
     return Writer
@@ -165,47 +184,59 @@ def export_xdmf(path: str | Path, out: str | Path | None = None, *,
         ds = netCDF4.Dataset(path, "r")
     except (OSError, RuntimeError) as exc:
         raise OutputError(f"{path}: cannot open output file ({exc})") from None
-    written = False
     try:
         ds.set_auto_mask(False)
         missing = [n for n in ("x", "y", "z", "cell_nodes", "time") if n not in ds.variables]
         if missing:
             raise OutputError(f"{path}: not a dycore output file (no {', '.join(missing)})")
         times = np.asarray(ds.variables["time"][:], dtype=REAL)
-        if times.size == 0:
+        records = np.flatnonzero(np.isfinite(times))   # a restart blanks later records (NaN)
+        if records.size == 0:
             raise OutputError(f"{path}: the file holds no snapshot yet")
-        points = np.column_stack([np.asarray(ds.variables[c][:], dtype=REAL) for c in "xyz"])
+
+        def read(name, k=None):
+            """A variable (record ``k``) of the input; OutputError naming it if unreadable."""
+            try:
+                var = ds.variables[name]
+                return np.asarray(var[:] if k is None else var[k, :])
+            except (OSError, RuntimeError, IndexError) as exc:
+                where = "" if k is None else f", record {k} (t = {times[k]:g} s)"
+                raise OutputError(f"{path}: cannot read {name}{where} of the output file "
+                                  f"({exc})") from None
+        points = np.column_stack([read(c).astype(REAL) for c in "xyz"])
         conn = ds.variables["cell_nodes"]
-        cells = np.asarray(conn[:, :], dtype=INDEX) - INDEX(getattr(conn, "start_index", 0))
+        cells = read("cell_nodes").astype(INDEX) - INDEX(getattr(conn, "start_index", 0))
         units = {n: str(getattr(ds.variables[n], "units", "1"))
                  for n in _VECTOR_COMPONENTS + _SCALARS if n in ds.variables}
         names = xdmf_field_names(units)
-        try:
+        staging = None              # the pair is written in a folder of its own beside the
+        try:                        # target and moved into place only when complete
             xdmf.parent.mkdir(parents=True, exist_ok=True)
-            with _time_series_writer(meshio)(xdmf, data_format="HDF") as writer:
-                written = True
+            staging = Path(tempfile.mkdtemp(prefix=".dycore-export-", dir=xdmf.parent))
+            with _time_series_writer(meshio)(staging / xdmf.name, data_format="HDF") as writer:
                 _describe(writer, path, str(getattr(ds.variables["time"], "units", "s")))
                 writer.write_points_cells(points, [("tetra", cells)])
-                for k, t in enumerate(times):
+                for k in records:
                     data = {}
                     if VECTOR_NAME in names:
                         data[names[VECTOR_NAME]] = np.column_stack(
-                            [np.asarray(ds.variables[c][k, :], dtype=REAL)
-                             for c in _VECTOR_COMPONENTS])
+                            [read(c, k).astype(REAL) for c in _VECTOR_COMPONENTS])
                     for name in _SCALARS:
                         if name in names:
-                            data[names[name]] = np.asarray(ds.variables[name][k, :], dtype=REAL)
-                    writer.write_data(float(t), point_data=data)
+                            data[names[name]] = read(name, k).astype(REAL)
+                    writer.write_data(float(times[k]), point_data=data)
                 _mesh_in_first_step(writer)
+            os.replace(staging / h5.name, h5)     # the XML names the .h5 without a folder
+            os.replace(staging / xdmf.name, xdmf)
         except OutputError:
             raise
         except Exception as exc:                  # meshio / h5py / OS errors: name the files
             raise OutputError(f"{xdmf}: cannot write the XDMF export ({type(exc).__name__}: "
                               f"{exc})") from None
+        finally:                # a failed export leaves the earlier pair (if any) as it was
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
     except OutputError:
-        if written:                               # no half-written pair left behind
-            for p in (xdmf, h5):
-                p.unlink(missing_ok=True)
         raise
     except (OSError, RuntimeError, KeyError, IndexError) as exc:
         raise OutputError(f"{path}: cannot read output file ({exc})") from None

@@ -19,6 +19,7 @@ from dycore.assembly.sparsity import Sparsity, build_sparsity
 from dycore.backend import select_backend
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.backend.timers import StageTimers
+from dycore.io.safety import guard_run
 from dycore.physics.coefficients import build_coefficients
 from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
 from dycore.timestepping.picard import PicardStepper
@@ -318,6 +319,7 @@ def _owned(fields: dict) -> dict:
     return {name: np.array(values, copy=True) for name, values in fields.items()}
 
 
+@guard_run       # outputs that are inputs refused; the output locked for the whole run
 def run_from_config(config, *, max_steps: int | None = None, progress: bool | None = None,
                     writer_factory=None, overwrite: bool = False,
                     restart: str | Path | None = None,
@@ -352,7 +354,8 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     Raises
     ------
     DycoreError subclasses (ConfigError, MeshError, SolverDivergedError, OutputError,
-    InstabilityError, ...).
+    InstabilityError, ...); OutputError also when another process holds the output's lock or
+    an output is one of the run's inputs (:func:`dycore.io.safety.guard_run`).
     """
     from dycore.errors import InstabilityError
     from dycore.io.background import BackgroundWriter, DiagnosticsBuffer
@@ -395,6 +398,9 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                             f"{point.path} (t = {point.t:g} s; the snapshots before it are "
                             "lost), or write a new file with --output") from None
                     append = False
+            if append:          # the file's own configuration and time continuity
+                from dycore.timestepping.continuity import check_append_target
+                append = check_append_target(config, path, point, overwrite=overwrite)
         if append and later and not overwrite:
             raise OutputError(f"{path}: restarting from t = {point.t:g} s would discard the "
                               f"file's {later} later snapshot(s); pass --overwrite to "
@@ -442,8 +448,8 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         try:
             writer = SnapshotWriter.append(path, **kept)
         except OutputError as exc:         # readable, not writable in place: copy, then append
-            log.warning("%s; rewriting its first %d snapshot(s) into a fresh file to continue it",
-                        exc, keep)
+            log.warning("warning: %s; rewriting its first %d snapshot(s) into a fresh file to "
+                        "continue it", exc, keep)
             rewrite_output(path, keep_snapshots=keep, keep_steps_upto=k0)
             writer = SnapshotWriter.append(path, **kept)
     else:
@@ -500,6 +506,9 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "
                                  f"tetrahedra, {sim.mesh.nnodes} nodes, {n_steps - k0} steps)")
         out.submit(writer.write_timers, sim.timers.as_dict(), table)
+    if append:        # ended before the records its restart blanked: no NaN records left
+        from dycore.io.restart import drop_blank_records
+        drop_blank_records(path)
     return RunSummary(output_path=path, steps=n_steps - k0, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
                       last_diagnostics=diag, backend=sim.backend.describe(),

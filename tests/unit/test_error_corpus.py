@@ -12,6 +12,9 @@ the two in step and each case checks its printed lines against the row.
 from __future__ import annotations
 
 import copy
+import fcntl
+import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ import pytest
 import yaml
 
 from dycore import cli
+from dycore.io.safety import lock_path
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "errors.md"
@@ -342,6 +346,62 @@ CASES: list[Case] = [
                                         "out.checkpoint.nc", "--t-end", "60"), 2,
       "out.checkpoint.nc: output.path (--output) is a checkpoint; the run's output is out.nc",
       setup=("prev",)),
+    # ----------------------------------------------- data safety (issue 25): no file lost
+    a("output-locked", RUN + ("--overwrite",), 1, "out.nc: output file is being written by "
+      "another dycore run (process 4242 on otherhost", "wait for it to end",
+      setup=("prev", "locked")),
+    a("output-is-config", RUN + ("--output", "run.yaml", "--overwrite"), 1,
+      "run.yaml: output.path (--output) is the configuration file; writing it would destroy "
+      "the input"),
+    a("output-is-mesh-file", RUN + ("--overwrite",), 1,
+      "mesh.msh: output.path (--output) is mesh.file (the mesh)",
+      config="mesh: {file: mesh.msh}\noutput: {path: mesh.msh, progress: false}\n"),
+    a("flag-overwrite-abbreviated", RUN + ("--over",), 2,
+      "--over: abbreviated --overwrite; write the flag in full"),
+    a("restart-damaged", RUN + ("--restart", "out.nc", "--t-end", "60"), 1,
+      "notice: out.nc: damaged data (checksum mismatch or undecodable chunk) in variable w, "
+      "record 1 (t = 10 s); cannot restart from it; restarting from its checkpoint",
+      "pass --overwrite to start out.nc anew from the checkpoint", setup=("prev-damaged",)),
+    a("restart-damaged-no-checkpoint", RUN + ("--restart", "out.nc", "--t-end", "60"), 1,
+      "out.nc: damaged data (checksum mismatch or undecodable chunk) in variable w, record 1 "
+      "(t = 10 s); cannot restart from it", setup=("prev-damaged-alone",)),
+    a("restart-output-other-config", RUN + ("--restart", "out.nc", "--t-end", "60"), 2,
+      "out.nc: cannot append the restart from out.checkpoint.nc to it: the file was written "
+      "with another configuration: physics.nu_h (file: 123.0, run.yaml: 5.0)",
+      setup=("prev-other-config",)),
+    a("restart-output-gap", RUN + ("--restart", "out.nc", "--t-end", "60"), 1,
+      "out.nc: cannot append the restart from out.checkpoint.nc (t = 30 s, step 3) to it: the "
+      "file ends at t = 0 s (step 0), 30 s before it, more than its output.output_interval = "
+      "10 s", setup=("prev-gap",)),
+    a("restart-directory", RUN + ("--restart", "outdir", "--output", "new.nc"), 2,
+      "--restart outdir: is a directory; expected an output file", setup=("outdir",)),
+    a("file-alias-bomb", RUN, 2, "run.yaml: the YAML expands to more than 100,000 values",
+      config="".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
+                     for p, c in zip("abcdefgh", "bcdefghi")).join(
+                         ["a: &a [x, x, x, x, x, x, x, x, x]\n", "mesh: {nx: *i}\n"])),
+    a("file-recursive-alias", RUN, 2, "run.yaml: line 1, column 7: an alias refers to a "
+      "collection that contains it (recursive)", config="mesh: &a {nx: [*a]}\n"),
+    a("verify-json-is-input", ("verify", "out.nc", "--json", "out.nc"), 1,
+      "out.nc: --json is FILE (the output file read); writing it would destroy the input",
+      setup=("prev",)),
+    a("verify-json-exists", ("verify", "out.nc", "--json", "notes.txt"), 1,
+      "notes.txt: --json file exists; pass --overwrite to replace it", setup=("prev", "notes")),
+    a("verify-png-format", ("verify", "out.nc", "--png", "x.xyz"), 2,
+      "--png x.xyz: unknown image format '.xyz'", setup=("prev",)),
+    a("verify-only-t0", ("verify", "out.nc"), 1, "out.nc: w is 0 at every node in the "
+      "snapshot(s) used (t = 0 s)", setup=("prev-t0",)),
+    a("plot-png-format", ("plot", "out.nc", "--png", "x.xyz"), 2,
+      "--png x.xyz: unknown image format '.xyz'", setup=("prev",)),
+    a("plot-png-is-input", ("plot", "out.nc", "--png", "link.png"), 1,
+      "link.png: --png is FILE (the output file read) (= out.nc)", setup=("prev", "hardlink")),
+    a("export-input-damaged", ("export", "out.nc", "--xdmf"), 1,
+      "out.nc: cannot read w, record 1 (t = 10 s) of the output file",
+      setup=("prev-damaged-alone",)),
+    a("mesh-out-is-config", ("mesh", "run.yaml", "--out", "run.yaml", "--overwrite"), 1,
+      "run.yaml: --out is CONFIG (the configuration file)"),
+    a("mesh-out-directory", ("mesh", "run.yaml", "--out", "outdir"), 1,
+      "outdir: --out is a directory; expected a file name such as outdir/run.msh",
+      setup=("outdir",)),
     # ------------------------------------------------------------ plot, export, verify
     a("plot-missing-file", ("plot", "absent.nc"), 1, "absent.nc: cannot open output file"),
     a("plot-not-netcdf", ("plot", "notes.txt"), 1, "notes.txt: cannot open output file",
@@ -423,8 +483,11 @@ def _setup(names, folder: Path, previous: Path) -> None:
                                                            else "out.nc"))
         elif name.startswith("prev-"):
             shutil.copy(previous / "out.nc", folder / "out.nc")
-            if name == "prev-corrupt":
+            if name in ("prev-corrupt", "prev-damaged", "prev-other-config", "prev-gap"):
                 shutil.copy(previous / "out.checkpoint.nc", folder / "out.checkpoint.nc")
+            if name.startswith("prev-damaged"):       # one chunk's bytes, checksum now fails
+                damage_chunk(folder / "out.nc", "w", 1)
+                continue
             if name == "prev-corrupt":               # HDF5's superblock overwritten
                 data = (folder / "out.nc").read_bytes()
                 (folder / "out.nc").write_bytes(b"\0" * 64 + data[64:])
@@ -436,6 +499,25 @@ def _setup(names, folder: Path, previous: Path) -> None:
                     ds["u"][:, 0] = float("nan")
                 elif name == "prev-moved":           # not the mesh the configuration builds
                     ds["x"][0] = ds["x"][0] + 1.0
+                elif name == "prev-other-config":    # a leftover of another run: nu_h 123
+                    ds["time"][2:] = float("nan")
+                    cfg = yaml.safe_load(ds.getncattr("config"))
+                    cfg["physics"]["nu_h"] = 123.0
+                    ds.setncattr("config", yaml.safe_dump(cfg))
+                elif name == "prev-gap":             # stopped at t = 0, checkpoint at 30 s
+                    ds["time"][1:] = float("nan")
+                elif name == "prev-t0":              # only the initial snapshot
+                    ds["time"][1:] = float("nan")
+                    ds["w"][1:, :] = float("nan")
+        elif name == "locked":                      # another run holds out.nc
+            fd = os.open(lock_path(folder / "out.nc"), os.O_RDWR | os.O_CREAT)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.write(fd, json.dumps({"pid": 4242, "host": "otherhost", "command":
+                                     "dycore run run.yaml", "started": "2026-11-26T06:00:00"
+                                     "+00:00"}).encode())
+            HELD_LOCKS.append(fd)
+        elif name == "hardlink":                    # another name of out.nc
+            os.link(folder / "out.nc", folder / "link.png")
         elif name == "notes":
             (folder / "notes.txt").write_text("not a netCDF file\n")
         elif name == "outdir":
@@ -451,6 +533,26 @@ def _setup(names, folder: Path, previous: Path) -> None:
                 ds.createVariable("t2m", "f8", ("n",))[:] = [1.0, 2.0, 3.0]
         else:
             raise AssertionError(f"unknown setup {name!r}")
+
+
+#: lock file descriptors a case's setup holds (closed after the case)
+HELD_LOCKS: list[int] = []
+
+
+def damage_chunk(path: Path, variable: str, record: int) -> None:
+    """Overwrite up to 32 bytes inside the stored chunk of ``variable``'s ``record`` (its
+    Fletcher-32 checksum then fails; nothing outside the chunk changes), as a disk or a copy
+    might."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        info = f[variable].id.get_chunk_info_by_coord((record, 0))
+    n = min(32, info.size - 4)                      # the checksum: the chunk's last 4 bytes
+    with open(path, "r+b") as f:
+        f.seek(info.byte_offset)
+        old = f.read(n)
+        f.seek(info.byte_offset)
+        f.write(bytes(b ^ 0x5A for b in old))       # every byte changed
 
 
 def _config_text(case: Case) -> str | None:
@@ -479,6 +581,9 @@ def run_case(case: Case, folder: Path, previous: Path, capsys, monkeypatch) -> t
         status = cli.main(list(case.argv))
     except SystemExit as exc:            # argparse usage errors
         status = exc.code
+    finally:
+        while HELD_LOCKS:
+            os.close(HELD_LOCKS.pop())
     return status, capsys.readouterr().err
 
 

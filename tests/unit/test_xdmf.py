@@ -189,3 +189,13 @@ def test_output_formats_are_checked(tmp_path, capsys, formats, message):
     config.write_text(f"output: {{formats: {formats}}}\n")
     assert cli.main(["run", str(config)]) == 2
     assert f"dycore: error: {config}: {message}" in capsys.readouterr().err
+
+
+def test_every_dataset_of_the_export_has_a_checksum(tmp_path):
+    import h5py
+
+    export_xdmf(_output(tmp_path / "run.nc"))
+    with h5py.File(tmp_path / "run.h5", "r") as f:
+        names = list(f)
+        assert len(names) == 2 + 7 * len(TIMES)       # points, cells; 7 arrays per step
+        assert all(f[name].fletcher32 for name in names)
