@@ -218,8 +218,10 @@ def _add_plot(subparsers) -> None:
     parser = subparsers.add_parser(
         "plot", help="plot a field of an output file (default w at the last snapshot)",
         description="Plot a node field (default w) of FILE on the vertical plane y = 0 and on "
-                    "the horizontal plane z = Z-LEVEL: filled colours on a symmetric scale "
-                    "chosen from the window shown, contour lines at a fixed interval, the "
+                    "the horizontal plane z = Z-LEVEL: filled colours chosen from the window "
+                    "shown (a symmetric scale around 0 for the perturbations v, w, p, "
+                    "theta_prime; the field's own range for u and the mixing ratios), contour "
+                    "lines at a fixed interval (in the field's units), the "
                     "terrain on both (grey below the vertical plane; brown height contours on "
                     "the horizontal one, grey where the ground rises above it). --diagnostics "
                     "plots the per-step diagnostics instead.")

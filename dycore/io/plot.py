@@ -20,7 +20,8 @@ from dycore.errors import OutputError
 from dycore.io.netcdf import DIAGNOSTICS, FIELDS, NOT_RECORDED, open_output, read_last_snapshot
 
 __all__ = ["PlaneSection", "plane_section", "sample_section", "GroundSurface", "ground_surface",
-           "plot_w", "plot_diagnostics", "nice_interval", "save_png"]
+           "plot_w", "plot_diagnostics", "nice_interval", "save_png", "colour_scale",
+           "ColourScale", "PERTURBATION_FIELDS"]
 
 _AXES = "xyz"
 
@@ -324,12 +325,81 @@ def _window(lim, lo, hi):
     return (a, b) if b > a else (lo, hi)
 
 
+#: fields whose background is zero (perturbations, the spanwise and vertical velocity): a
+#: symmetric diverging scale around 0. The others (u = U + u', the mixing ratios) get a
+#: sequential scale over their own range, or one colour saturates the whole panel.
+PERTURBATION_FIELDS = ("v", "w", "p", "theta_prime")
+
+
+@dataclass(frozen=True)
+class ColourScale:
+    """Colour limits and contour levels of one panel.
+
+    Attributes
+    ----------
+    vmin, vmax : float
+        Colour limits, in the field's units.
+    levels : list of float
+        Contour levels (multiples of ``step``; 0 left out on a diverging scale).
+    step : float
+        Contour interval, in the field's units (> 0).
+    cmap : str
+        Matplotlib colour map: ``RdBu_r`` (diverging) or ``viridis`` (sequential).
+    """
+
+    vmin: float
+    vmax: float
+    levels: list
+    step: float
+    cmap: str
+
+
+def colour_scale(values: np.ndarray, diverging: bool) -> ColourScale:
+    """The colour scale of a panel from the values shown in it.
+
+    Parameters
+    ----------
+    values : ndarray (m,) float64
+        The field's values in the window shown (non-finite ones are ignored).
+    diverging : bool
+        True for a field whose background is 0 (:data:`PERTURBATION_FIELDS`): limits
+        ``±`` the 99th percentile of ``|value|`` (a thin layer of strong flow does not wash out
+        the rest). False: limits the 1st and 99th percentiles of the values, so ``u`` around its
+        inflow speed or a mixing ratio fills the panel with a gradient instead of one colour.
+
+    Returns
+    -------
+    ColourScale
+        Contour interval from :func:`nice_interval` (about 5 lines over the half range, or
+        over the range of a sequential scale); a constant field gets a range of ``±1e-12`` (or
+        ``±1e-9 |value|``) around its value.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if diverging:
+        vmax = float(np.percentile(np.abs(values), 99)) if values.size else 0.0
+        vmax = vmax if vmax > 0.0 else 1e-12
+        step = nice_interval(vmax)
+        n = int(vmax / step) + 1
+        levels = [k * step for k in range(-n, n + 1) if k != 0]
+        return ColourScale(-vmax, vmax, levels, step, "RdBu_r")
+    lo, hi = ((float(np.percentile(values, 1)), float(np.percentile(values, 99)))
+              if values.size else (0.0, 0.0))
+    if not hi > lo:
+        pad = max(1e-9 * abs(lo), 1e-12)
+        lo, hi = lo - pad, hi + pad
+    step = nice_interval(hi - lo)
+    levels = [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
+    return ColourScale(lo, hi, levels, step, "viridis")
+
+
 def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_below: bool,
-                  window, ground: GroundSurface | None = None) -> None:
-    """Filled colours on a symmetric scale chosen from the window shown (99th percentile of
-    |value| there, so a thin layer of strong flow does not wash out the rest), contour lines
-    at a fixed interval (negative dashed), the terrain (grey below a vertical section; height
-    contours of ``ground`` on a horizontal one) and the mesh outline."""
+                  window, ground: GroundSurface | None = None, *, diverging: bool = True,
+                  units: str = "") -> None:
+    """Filled colours on the :func:`colour_scale` of the window shown (symmetric around 0 for
+    a perturbation, the field's own range otherwise), contour lines at a fixed interval (in
+    ``units``; negative dashed on a diverging scale), the terrain (grey below a vertical
+    section; height contours of ``ground`` on a horizontal one) and the mesh outline."""
     from matplotlib.collections import LineCollection
 
     km = 1e-3
@@ -339,15 +409,11 @@ def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_b
                           _window(window[1], tri.y.min() / km, tri.y.max() / km))
     x0, x1, y0, y1 = x0 * km, x1 * km, y0 * km, y1 * km
     inside = (tri.x >= x0) & (tri.x <= x1) & (tri.y >= y0) & (tri.y <= y1)
-    shown = np.abs(section.values[inside]) if inside.any() else np.abs(section.values)
-    shown = shown[np.isfinite(shown)]
-    vmax = float(np.percentile(shown, 99)) if shown.size else 0.0
-    vmax = vmax if vmax > 0.0 else 1e-12
-    image = ax.tripcolor(tri, section.values, shading="gouraud", cmap="RdBu_r",
-                         vmin=-vmax, vmax=vmax, rasterized=True)
-    step = nice_interval(vmax)
-    levels = [k * step for k in range(-int(vmax / step) - 1, int(vmax / step) + 2) if k != 0]
-    ax.tricontour(tri, section.values, levels=levels, colors="k", linewidths=0.5)
+    scale = colour_scale(section.values[inside] if inside.any() else section.values, diverging)
+    image = ax.tripcolor(tri, section.values, shading="gouraud", cmap=scale.cmap,
+                         vmin=scale.vmin, vmax=scale.vmax, rasterized=True)
+    ax.tricontour(tri, section.values, levels=scale.levels, colors="k", linewidths=0.5)
+    step = scale.step
     outline = _outline_segments(section) * km
     if len(outline):
         if fill_below:
@@ -365,7 +431,8 @@ def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_b
     names = [_AXES[a] for a in section.in_plane_axes]
     ax.set_xlabel(f"{names[0]} [km]")
     ax.set_ylabel(f"{names[1]} [km]")
-    ax.set_title(f"{title}; contours every {step:g}" + (f"\n{terrain}" if terrain else ""))
+    interval = f"{step:g} {units}".strip()
+    ax.set_title(f"{title}; contours every {interval}" + (f"\n{terrain}" if terrain else ""))
     fig.colorbar(image, ax=ax, label=label, shrink=0.9, extend="both")
 
 
@@ -442,10 +509,11 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, field: str =
     FigureCanvasAgg(fig)
     fig.suptitle(f"{_file_title(path)}; t = {t:g} s")
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.7, 1.0]})
+    style = {"diverging": field in PERTURBATION_FIELDS, "units": FIELDS[field][1]}
     _draw_section(fig, left, sections[0], f"{field} on y = {y_section * 1e-3:g} km", label,
-                  True, (xlim, zlim))
+                  True, (xlim, zlim), **style)
     _draw_section(fig, right, sections[1], f"{field} on z = {z_level * 1e-3:g} km", label,
-                  False, (xlim, ylim), ground_surface(coords, cell_nodes))
+                  False, (xlim, ylim), ground_surface(coords, cell_nodes), **style)
     right.set_aspect("equal")
     return save_png(fig, png_path, dpi=120)
 

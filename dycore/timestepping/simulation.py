@@ -208,6 +208,17 @@ def _result_keys(config) -> dict:
             if key != "time.t_end" and not key.startswith("output.")}
 
 
+def _portable_keys(keys: dict) -> dict:
+    """``keys`` with every absolute path in a text value written as the output file's
+    ``config`` attribute stores it (:func:`dycore.io.netcdf.portable_text`: relative to the
+    working directory below it, else the file name), so ``mesh.file: /data/m.msh`` matches the
+    file's ``m.msh`` (the mesh itself is compared bit for bit by :func:`check_restart_mesh`)."""
+    from dycore.io.netcdf import portable_text
+
+    return {key: portable_text(value) if isinstance(value, str) else value
+            for key, value in keys.items()}
+
+
 def check_restart_config(config, point) -> None:
     """Refuse a restart whose configuration differs from the file's ``config`` attribute in any
     key that changes the result (all but :data:`RESTART_FREE_KEYS`); ConfigError names them."""
@@ -222,7 +233,7 @@ def check_restart_config(config, point) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{point.path}: cannot restart: its config attribute is not a "
                           f"configuration this dycore version reads ({first})") from None
-    ours, theirs = _result_keys(config), _result_keys(stored)
+    ours, theirs = _portable_keys(_result_keys(config)), _portable_keys(_result_keys(stored))
     differ = [key for key in sorted(set(ours) | set(theirs)) if ours.get(key) != theirs.get(key)]
     if differ:
         source = config.source_path if config.source_path is not None else "the run"
