@@ -40,7 +40,7 @@ from dycore.errors import ConfigError
 __all__ = [
     "CaseConfig", "MeshConfig", "PhysicsConfig", "TimeConfig", "LinearSolverConfig",
     "SolversConfig", "BackendConfig", "OutputConfig", "StabilityConfig", "Config",
-    "load_config", "default_config", "config_reference_markdown",
+    "load_config", "default_config", "config_reference_markdown", "config_json_schema",
 ]
 
 _CONFIG_ERROR = "config_value"          # pydantic error type carrying an explicit sub-key
@@ -818,3 +818,26 @@ def config_reference_markdown(*, include_case_parameters: bool = True) -> str:
         parts.extend(rows)
         parts.append("")
     return "\n".join(parts)
+
+
+def config_json_schema() -> dict:
+    """JSON Schema (draft 2020-12) of a configuration file, from the pydantic models.
+
+    Editors check a YAML file against it (e.g. the YAML language server with a first line
+    ``# yaml-language-server: $schema=<path or URL of the schema>``): unknown keys
+    (``additionalProperties: false``), types, enumerations and bounds. Checks across keys
+    (``mesh.file`` with generator keys, the mesh fitting the domain, ...) and
+    ``case.parameters`` (a mapping whose keys depend on the case) are left to
+    :func:`load_config`. Each property carries the unit of the key reference as ``unit``
+    (a keyword validators ignore).
+
+    Returns
+    -------
+    dict
+        The schema; ``json.dumps`` it (``dycore config --schema``).
+    """
+    schema = Config.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            **schema, "title": "dycore configuration",
+            "description": "A dycore YAML configuration file (docs/config-reference.md lists "
+                           "every key, default and unit)"}

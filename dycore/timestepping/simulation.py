@@ -104,7 +104,10 @@ class Simulation:
         """One time step; returns its diagnostics."""
         with self.timers("step (total)"):
             info = self.stepper.step(self.state)   # ends with a device→host read of its scalars
-        return step_diagnostics(info)
+        diag = step_diagnostics(info)
+        log.debug("step to t = %g s: %d Picard iteration(s), solver iterations %s",
+                  self.state.t, diag["picard_iterations"], info.iterations)
+        return diag
 
     def run(self, until: float | None = None, *, steps: int | None = None,
             callbacks=()) -> int:

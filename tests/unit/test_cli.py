@@ -107,7 +107,7 @@ def test_bad_config_exits_2_with_one_line_per_error(tmp_path):
     (("run", "absent.yaml", "--steps", "3"), 2, "absent.yaml: configuration file not found"),
     (("plot", "absent.nc"), 1, "absent.nc: cannot open output file"),
     (("config", "configs/mountainwave3d_small.yaml", "--reference"), 2,
-     "give either CONFIG or --reference"),
+     "give one of CONFIG, --reference, --schema"),
 ])
 def test_errors_are_one_line(tmp_path, args, code, message):
     proc = _dycore(*args)
