@@ -1,11 +1,13 @@
 """The ``dycore`` command line: ``dycore run | plot | export | config | validate | bench | verify
-| mesh``.
+| mesh | doctor``.
 
 Each subcommand is one ``_add_<name>(subparsers)`` function that defines its arguments and sets
 its handler; :data:`_COMMANDS` lists them, so a new subcommand (``validate``, ``bench``) is one
 function plus one entry. Every :class:`~dycore.errors.DycoreError` is reported as
 ``dycore: error: <message>`` on stderr (one line per line of the message, e.g. one per invalid
-configuration key), without a traceback; exit status 2 for configuration errors, 1 for others.
+configuration key), without a traceback; exit status 2 for configuration errors, 1 for others;
+``dycore doctor`` exits 3 when a GPU run cannot work here. ``-v`` / ``-q`` / ``--log-file`` work
+before and after the subcommand; ``--set KEY.PATH=VALUE`` on every subcommand with a CONFIG.
 """
 from __future__ import annotations
 
@@ -634,10 +636,34 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -------------------------------------------------------------------------------- doctor
+def _add_doctor(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="print what a bug report needs; check whether a GPU run can work",
+        description="Print Python, the platform and the versions of the packages a run uses "
+                    "(numpy, numba, numba-cuda, CuPy, SciPy, netCDF4, ...), the GPU, its "
+                    "driver and the CUDA version of the installed wheels (CUDA 13 needs "
+                    "driver >= 580), NCCL, MPI (mpi4py's library and mpiexec agreeing) and the "
+                    "kernel cache directory (writable or not). Exit status 0 when a GPU run "
+                    "can work here, 3 when it cannot (CPU runs are not affected). Paste the "
+                    "whole output into a bug report.")
+    parser.add_argument("--json", action="store_true",
+                        help="print the findings as JSON instead of text")
+    parser.set_defaults(handler=_cmd_doctor)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from dycore.doctor import main_text
+
+    text, status = main_text(as_json=args.json)
+    print(text, end="")
+    return status
+
+
 # --------------------------------------------------------------------------------- main
 #: subcommands, in the order ``dycore --help`` lists them
 _COMMANDS = (_add_run, _add_plot, _add_export, _add_config, _add_validate, _add_bench,
-             _add_verify, _add_mesh)
+             _add_verify, _add_mesh, _add_doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -652,7 +678,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  dycore plot output/mountainwave3d_small.nc\n"
                "  dycore export output/mountainwave3d_small.nc --xdmf\n"
                "  dycore config --reference\n"
-               "  dycore validate configs/mountainwave3d_small.yaml --steps 5",
+               "  dycore validate configs/mountainwave3d_small.yaml --steps 5\n"
+               "  dycore doctor                 # versions, GPU, MPI: for a bug report",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dycore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
