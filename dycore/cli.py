@@ -274,6 +274,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"--restart {restart}: output.path of {args.config} is {config.output_path}, not "
                 f"the restart file; pass --output {restart} to append to it, or --output "
                 f"{config.output_path} to start a new file")
+    if config.output.sections and not args.overwrite and not appending:
+        from dycore.errors import OutputError
+        from dycore.io.sections import section_paths
+
+        existing = [str(p) for p in section_paths(config.output_path, config.output.sections)
+                    if p.exists()]
+        if existing:
+            raise OutputError(f"{', '.join(existing)}: section file(s) of output.sections "
+                              "exist; pass --overwrite to replace them")
     xdmf = "xdmf" in config.output.formats
     if xdmf:                  # refuse an existing export before the run, not after it
         from dycore.io.xdmf import xdmf_paths

@@ -19,7 +19,7 @@ import numpy as np
 from dycore.errors import OutputError
 from dycore.io.netcdf import DIAGNOSTICS, FIELDS, NOT_RECORDED, open_output, read_last_snapshot
 
-__all__ = ["PlaneSection", "plane_section", "sample_section", "GroundSurface", "ground_surface",
+__all__ = ["PlaneSection", "plane_section", "SectionMesh", "section_mesh", "sample_section", "GroundSurface", "ground_surface",
            "plot_w", "plot_diagnostics", "nice_interval", "save_png", "colour_scale",
            "ColourScale", "PERTURBATION_FIELDS"]
 
@@ -60,9 +60,48 @@ class PlaneSection:
         return tuple(a for a in range(3) if a != self.axis)
 
 
-def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, axis: int,
-                  level: float) -> PlaneSection:
-    """Cut a tetrahedral P1 field with an axis-aligned plane.
+@dataclass(frozen=True)
+class SectionMesh:
+    """The geometry of an axis-aligned plane cut through a tetrahedral mesh, with the weights
+    that give any P1 field on it: ``value = f[node_i] + weight * (f[node_j] - f[node_i])``
+    (:meth:`values`), exact for a P1 field.
+
+    Attributes
+    ----------
+    axis, level : int, float
+        The plane ``coords[:, axis] == level`` [m].
+    points : ndarray (m, 2) float64
+        In-plane coordinates [m] of the section vertices (as :class:`PlaneSection`).
+    triangles : ndarray (k, 3) int64
+        Non-degenerate triangles of the section (indices into ``points``).
+    node_i, node_j : ndarray (m,) int64
+        Mesh nodes of the edge each vertex lies on (``node_i == node_j`` for a mesh node lying
+        in the plane).
+    weight : ndarray (m,) float64
+        Position along the edge, 0 at ``node_i``, 1 at ``node_j``.
+    boundary_edges : ndarray (b, 2) int64
+        Edges of the section's outline.
+    """
+
+    axis: int
+    level: float
+    points: np.ndarray
+    triangles: np.ndarray
+    node_i: np.ndarray
+    node_j: np.ndarray
+    weight: np.ndarray
+    boundary_edges: np.ndarray
+
+    def values(self, field: np.ndarray) -> np.ndarray:
+        """The P1 field ``field`` (nnodes,) at the section vertices, (m,) float64."""
+        field = np.asarray(field, dtype=np.float64)
+        fi = field[self.node_i]
+        return fi + self.weight * (field[self.node_j] - fi)
+
+
+def section_mesh(coords: np.ndarray, tets: np.ndarray, *, axis: int,
+                 level: float) -> SectionMesh:
+    """Cut a tetrahedral mesh with the plane ``coords[:, axis] == level``.
 
     Parameters
     ----------
@@ -70,8 +109,6 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
         Node coordinates [m].
     tets : ndarray (nele, 4) int
         0-based connectivity.
-    values : ndarray (nnodes,) float64
-        Nodal values of the P1 field.
     axis : int
         0, 1 or 2: the plane is ``x``, ``y`` or ``z`` = ``level``.
     level : float
@@ -79,7 +116,7 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
 
     Returns
     -------
-    PlaneSection
+    SectionMesh
         Possibly empty (no triangles) when the plane misses the mesh.
 
     Notes
@@ -91,7 +128,6 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
     """
     coords = np.asarray(coords, dtype=np.float64)
     tets = np.asarray(tets, dtype=np.int64)
-    values = np.asarray(values, dtype=np.float64)
     nnodes = coords.shape[0]
     s = coords[:, axis] - level
     s_ele = s[tets]
@@ -115,21 +151,23 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
         edge_j.append(np.concatenate([sel[:, b] for _, b in pairs]))
         ncorner = len(pairs)
         corners.append(base + np.arange(len(sel) * ncorner).reshape(ncorner, len(sel)).T)
+    empty = np.empty(0, np.int64)
     if not edge_i:
-        return PlaneSection(axis, float(level), np.empty((0, 2)), np.empty((0, 3), np.int64),
-                            np.empty(0), np.empty((0, 2), np.int64))
+        return SectionMesh(axis, float(level), np.empty((0, 2)), np.empty((0, 3), np.int64),
+                           empty, empty, np.empty(0), np.empty((0, 2), np.int64))
     ei, ej = np.concatenate(edge_i), np.concatenate(edge_j)
     # one section vertex per crossed edge, or per node lying in the plane
     on_plane = s[ej] == 0.0
     key = np.where(on_plane, ej * nnodes + ej, ei * nnodes + ej)
     unique_key, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     ui, uj = ei[first], ej[first]
-    t = np.where(s[uj] == 0.0, 1.0, s[ui] / (s[ui] - s[uj]))
+    in_node = s[uj] == 0.0
+    t = np.where(in_node, 1.0, s[ui] / np.where(in_node, 1.0, s[ui] - s[uj]))
+    ui = np.where(in_node, uj, ui)                  # a node in the plane: its own value
     in_plane = list(a for a in range(3) if a != axis)
     xyz = coords[ui] + t[:, None] * (coords[uj] - coords[ui])
-    xyz[s[uj] == 0.0] = coords[uj[s[uj] == 0.0]]
+    xyz[in_node] = coords[uj[in_node]]
     points = xyz[:, in_plane]
-    vals = np.where(s[uj] == 0.0, values[uj], values[ui] + t * (values[uj] - values[ui]))
 
     triangles = []
     for poly in corners:
@@ -139,7 +177,9 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
             triangles.append(poly[:, [0, 2, 3]])
     tri = np.concatenate(triangles)
     extent = np.ptp(points, axis=0).max() if len(points) else 0.0
-    points, vals, tri = _merge_close_points(points, vals, tri, _MERGE_RTOL * extent)
+    points, kept, tri = _merge_close_points(points, np.arange(len(points)), tri,
+                                            _MERGE_RTOL * extent)
+    ui, uj, t = ui[kept], uj[kept], t[kept]
     distinct = (tri[:, 0] != tri[:, 1]) & (tri[:, 1] != tri[:, 2]) & (tri[:, 0] != tri[:, 2])
     tri = tri[distinct]
     p0, p1, p2 = points[tri[:, 0]], points[tri[:, 1]], points[tri[:, 2]]
@@ -149,7 +189,36 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
 
     edges = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
     unique_edges, counts = np.unique(edges, axis=0, return_counts=True)
-    return PlaneSection(axis, float(level), points, tri, vals, unique_edges[counts == 1])
+    return SectionMesh(axis, float(level), points, tri, ui, uj, t,
+                       unique_edges[counts == 1])
+
+
+def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, axis: int,
+                  level: float) -> PlaneSection:
+    """Cut a tetrahedral P1 field with an axis-aligned plane (:func:`section_mesh`, then
+    :meth:`SectionMesh.values` of ``values``).
+
+    Parameters
+    ----------
+    coords : ndarray (nnodes, 3) float64
+        Node coordinates [m].
+    tets : ndarray (nele, 4) int
+        0-based connectivity.
+    values : ndarray (nnodes,) float64
+        Nodal values of the P1 field.
+    axis : int
+        0, 1 or 2: the plane is ``x``, ``y`` or ``z`` = ``level``.
+    level : float
+        Plane position [m].
+
+    Returns
+    -------
+    PlaneSection
+        Possibly empty (no triangles) when the plane misses the mesh.
+    """
+    mesh = section_mesh(coords, tets, axis=axis, level=level)
+    return PlaneSection(axis, mesh.level, mesh.points, mesh.triangles, mesh.values(values),
+                        mesh.boundary_edges)
 
 
 #: section vertices closer than this fraction of the section's extent are one vertex: a node a

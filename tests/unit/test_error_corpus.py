@@ -221,6 +221,15 @@ CASES: list[Case] = [
       "placeholders only from {case}, {config}; unknown {name}"),
     c("output-path-brace", {"output": {"path": "{case.nc"}}, 2, "output.path",
       "a path with valid {} placeholders"),
+    c("output-sections-bad", {"output": {"sections": ["z:1000"]}}, 2, "output.sections",
+      "expected a plane AXIS=LEVEL [m] such as z=3000 or y=0, not 'z:1000'"),
+    c("output-sections-twice", {"output": {"sections": ["z=1000", "z = 1000.0"]}}, 2,
+      "output.sections", "each section at most once"),
+    c("output-sections-outside", {"output": {"sections": ["z=-500"]}}, 1,
+      "output.sections: the plane z = -500 m does not cut the mesh (z from"),
+    c("output-sections-exist", {"output": {"sections": ["z=1000"]}}, 1,
+      "out.section_z1000m.nc: section file(s) of output.sections exist; pass --overwrite",
+      setup=("section-file",)),
     c("output-formats-no-netcdf", {"output": {"formats": ["xdmf"]}}, 2, "output.formats",
       "expected a list that contains netcdf"),
     c("output-formats-unknown", {"output": {"formats": ["netcdf", "vtu"]}}, 2,
@@ -454,6 +463,8 @@ def _setup(names, folder: Path, previous: Path) -> None:
                     ds["x"][0] = ds["x"][0] + 1.0
         elif name == "notes":
             (folder / "notes.txt").write_text("not a netCDF file\n")
+        elif name == "section-file":
+            (folder / "out.section_z1000m.nc").write_text("")
         elif name == "outdir":
             (folder / "outdir").mkdir()
         elif name == "yaml-folder":
