@@ -73,7 +73,8 @@ def _add_run(subparsers) -> None:
     parser = subparsers.add_parser(
         "run", help="run a simulation from a YAML configuration",
         description="Run the case of CONFIG and write its netCDF output (and, with "
-                    "output.formats: [netcdf, xdmf], an XDMF export for ParaView at the end); "
+                    "output.formats: [netcdf, xdmf], an XDMF series for ParaView, with "
+                    "output.sections 2-D UGRID section files, both snapshot by snapshot); "
                     "print the stage-timer table and the output path at the end. Options "
                     "override the file.")
     parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
@@ -247,7 +248,7 @@ def _run_overrides(args: argparse.Namespace) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dycore.errors import InstabilityError, OutputError
+    from dycore.errors import OutputError
     from dycore.timestepping.simulation import run_from_config
 
     if args.nvtx:
@@ -291,31 +292,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if existing and not args.overwrite and not appending:
             raise OutputError(f"{' and '.join(existing)}: XDMF output exists; pass --overwrite "
                               "to replace it")
-    try:
-        more = {} if restart is None else {"restart": restart, "restart_at": restart_at}
-        summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite, **more)
-    except InstabilityError:
-        if xdmf:              # the netCDF file keeps the good snapshots: export those too
-            try:
-                _export_xdmf(config.output_path)
-            except OutputError as exc:
-                _report(str(exc))
-        raise
+    more = {} if restart is None else {"restart": restart, "restart_at": restart_at}
+    # the XDMF series and the sections are written with each snapshot (a run that stops early,
+    # unstable or killed, leaves them with its finished snapshots)
+    summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite, **more)
     if not getattr(args, "quiet", False):
         print(summary.timers_table)
     print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time")
     print(f"output: {summary.output_path}")
     if xdmf:
-        _export_xdmf(summary.output_path)
+        _print_xdmf(summary.output_path)
     return EXIT_OK
 
 
+def _print_xdmf(path: Path, out: Path | None = None) -> None:
+    from dycore.io.xdmf import xdmf_paths
+
+    xdmf, data = xdmf_paths(path, out)
+    print(f"xdmf: {xdmf} (+ {data.name}/)")
+
+
 def _export_xdmf(path: Path, out: Path | None = None) -> None:
-    """Export ``path`` as XDMF + HDF5 (replacing an earlier export) and print both names."""
+    """Export ``path`` as an XDMF series (replacing an earlier one) and print its names."""
     from dycore.io.xdmf import export_xdmf
 
-    xdmf = export_xdmf(path, out, overwrite=True)
-    print(f"xdmf: {xdmf} (+ {xdmf.with_suffix('.h5').name})")
+    export_xdmf(path, out, overwrite=True)
+    _print_xdmf(path, out)
 
 
 # ---------------------------------------------------------------------------------- plot
@@ -379,26 +381,29 @@ def _add_export(subparsers) -> None:
     parser = subparsers.add_parser(
         "export", help="convert an output file for ParaView (XDMF + HDF5)",
         description="Write every snapshot of FILE as an XDMF time series (FILE's stem + .xdmf, "
-                    "with the arrays in a .h5 file beside it) that ParaView and VTK open: the "
-                    "tetrahedral mesh, the velocity vector u and the scalars w, p, theta_prime, "
-                    "q_v, q_c, q_r, with units in the array names.")
+                    "with the HDF5 data in the folder FILE-stem_xdmf beside it) that ParaView "
+                    "and VTK open: the tetrahedral mesh with the node arrays u, v, w, p, "
+                    "theta_prime, q_v, q_c, q_r and the vector velocity (units as metadata), "
+                    "and the boundary triangles with face_tag (1 = ground: the terrain). A run "
+                    "with output.formats: [netcdf, xdmf] writes the same series as it goes.")
     parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
     formats = parser.add_mutually_exclusive_group(required=True)
     formats.add_argument("--xdmf", action="store_true",
                          help="XDMF 3 + HDF5 time series (ParaView: XDMF Reader)")
     parser.add_argument("--out", type=Path, metavar="PATH",
                         help="the .xdmf file to write (default: FILE with suffix .xdmf); the "
-                             "HDF5 data goes beside it with suffix .h5")
+                             "HDF5 data goes into the folder <stem>_xdmf beside it")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace existing .xdmf / .h5 files (default: refuse)")
+                        help="replace an existing .xdmf file and its data folder (default: "
+                             "refuse)")
     parser.set_defaults(handler=_cmd_export)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from dycore.io.xdmf import export_xdmf
 
-    xdmf = export_xdmf(args.file, args.out, overwrite=args.overwrite)
-    print(f"xdmf: {xdmf} (+ {xdmf.with_suffix('.h5').name})")
+    export_xdmf(args.file, args.out, overwrite=args.overwrite)
+    _print_xdmf(args.file, args.out)
     return EXIT_OK
 
 

@@ -16,15 +16,15 @@ tetrahedron edges. Each section is one CF-1.8 / UGRID-1.0 netCDF file beside the
 - ``time`` as in the output file, and the fields ``u v w p theta_prime q_v q_c q_r`` on the
   nodes (``location = node``).
 
-:class:`SectionsOutput` wraps the run's :class:`~dycore.io.netcdf.SnapshotWriter`: each snapshot
-it writes goes to every section file too; ``dycore run --restart`` into the same file rebuilds
-the section files from the output's kept snapshots first.
+:func:`dycore.io.followers.attach_followers` hands each snapshot of the run to every section
+file; ``dycore run --restart`` into the same file rebuilds the section files from the output's
+kept snapshots first.
 """
 from __future__ import annotations
 
 import datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from dycore.errors import OutputError
 from dycore.io.netcdf import (CALENDAR, FIELDS, TIME_REFERENCE, TIME_UNITS, _import_netcdf4,
                               portable_text)
 
-__all__ = ["section_path", "SectionWriter", "SectionsOutput", "with_sections", "section_paths"]
+__all__ = ["section_path", "SectionWriter", "section_paths"]
 
 _AXES = "xyz"
 _STANDARD_NAMES = {"x": "projection_x_coordinate", "y": "projection_y_coordinate",
@@ -189,80 +189,3 @@ class SectionWriter:
                 self._ds.close()
             finally:
                 self._ds = None
-
-
-class SectionsOutput:
-    """A :class:`~dycore.io.netcdf.SnapshotWriter` that also writes every snapshot to the
-    section files; every other attribute is the wrapped writer's.
-
-    Parameters
-    ----------
-    writer : SnapshotWriter
-        The run's output writer (new, or appending after a restart).
-    sections : list of SectionWriter
-        The section files, already holding the snapshots the output holds.
-    """
-
-    def __init__(self, writer, sections: list[SectionWriter]):
-        self.writer = writer
-        self.sections = sections
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.writer, name)
-
-    def __enter__(self):
-        self.writer.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            for section in self.sections:
-                section.close()
-        finally:
-            self.writer.__exit__(*exc)
-
-    def write_snapshot(self, t: float, fields: Mapping[str, np.ndarray],
-                       step: int | None = None) -> int:
-        """The output's snapshot (:meth:`SnapshotWriter.write_snapshot`), then each section's."""
-        index = self.writer.write_snapshot(t, fields, step=step)
-        for section in self.sections:
-            section.write(t, fields)
-        return index
-
-
-def with_sections(writer, config, mesh, *, kept: int = 0):
-    """``writer`` itself when ``config.output.sections`` is empty, else a
-    :class:`SectionsOutput` over it whose section files (replaced when they exist) already hold
-    the first ``kept`` snapshots of the output (a restart appending to it).
-
-    Raises
-    ------
-    OutputError
-        A plane misses the mesh, or a section file cannot be written.
-    """
-    from dycore import __version__
-    from dycore.config import parse_section
-
-    if not config.output.sections:
-        return writer
-    coords, tets = np.asarray(mesh.coords, float), np.asarray(mesh.tets)
-    sections = []
-    try:
-        for item in config.output.sections:
-            axis, level = parse_section(item)
-            sections.append(SectionWriter(section_path(writer.path, axis, level), coords, tets,
-                                          axis, level, config_yaml=config.resolved_yaml(),
-                                          version=__version__))
-        if kept:
-            ds = writer._dataset()
-            for index in range(kept):
-                t = float(ds.variables["time"][index])
-                fields = {name: np.asarray(ds.variables[name][index, :], dtype=float)
-                          for name in FIELDS}
-                for section in sections:
-                    section.write(t, fields)
-    except BaseException:
-        for section in sections:
-            section.close()
-        raise
-    return SectionsOutput(writer, sections)

@@ -320,7 +320,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     """
     from dycore.errors import InstabilityError
     from dycore.io.netcdf import SnapshotWriter
-    from dycore.io.sections import with_sections
+    from dycore.io.followers import attach_followers
     from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
                                   inflow_speed, notice_backend_fallback)
     from dycore.timestepping.progress import Progress
@@ -412,7 +412,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     else:
         writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
                                 version=__version__, title=f"dycore {config.case.name}")
-    writer = with_sections(writer, config, sim.mesh, kept=writer._n_time if append else 0)
+    writer = attach_followers(writer, config, sim.mesh, kept=writer._n_time if append else 0)
     with writer:
         if not append:        # a new file starts with the initial (or restart) snapshot
             with sim.timers("output"):

@@ -250,7 +250,7 @@ CASES: list[Case] = [
     c("output-exists", {}, 1, "out.nc: output file exists; pass --overwrite",
       setup=("prev",)),
     c("output-xdmf-exists", {"output": {"formats": ["netcdf", "xdmf"]}}, 1,
-      "out.xdmf and out.h5: XDMF output exists; pass --overwrite", setup=("xdmf",)),
+      "out.xdmf and out_xdmf: XDMF output exists; pass --overwrite", setup=("xdmf",)),
     c("output-checkpoint-exists", {}, 1, "out.checkpoint.nc: checkpoint file exists",
       "pass --overwrite", setup=("checkpoint-only",)),
     c("output-path-directory", {"output": {"path": "outdir"}}, 1,
@@ -471,7 +471,7 @@ def _setup(names, folder: Path, previous: Path) -> None:
             (folder / "run.yaml").mkdir()
         elif name == "xdmf":
             (folder / "out.xdmf").write_text("")
-            (folder / "out.h5").write_text("")
+            (folder / "out_xdmf").mkdir()
         elif name == "foreign":
             with netCDF4.Dataset(folder / "foreign.nc", "w") as ds:
                 ds.createDimension("n", 3)
