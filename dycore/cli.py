@@ -276,7 +276,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"the restart file; pass --output {restart} to append to it, or --output "
                 f"{config.output_path} to start a new file")
     if config.output.sections and not args.overwrite and not appending:
-        from dycore.errors import OutputError
         from dycore.io.sections import section_paths
 
         existing = [str(p) for p in section_paths(config.output_path, config.output.sections)

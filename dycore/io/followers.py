@@ -33,11 +33,15 @@ class SnapshotFollowers:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the followers, then the wrapped writer."""
         try:
             for follower in self.followers:
                 follower.close()
         finally:
-            self.writer.__exit__(*exc)
+            self.writer.close()
 
     def write_snapshot(self, t: float, fields: Mapping[str, np.ndarray],
                        step: int | None = None) -> int:

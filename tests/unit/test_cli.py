@@ -168,7 +168,7 @@ def test_run_reports_dycore_errors_with_status_1(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
     monkeypatch.setattr(cli, "_run_overrides", lambda args: {})
     import dycore.config
-    config = types.SimpleNamespace(output=types.SimpleNamespace(formats=["netcdf"]))
+    config = types.SimpleNamespace(output=types.SimpleNamespace(formats=["netcdf"], sections=[]))
     monkeypatch.setattr(dycore.config, "load_config", lambda path, overrides=None: config)
     assert cli.main(["run", str(SMALL)]) == 1
     err = capsys.readouterr().err
