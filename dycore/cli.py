@@ -297,6 +297,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite, **more)
     if not getattr(args, "quiet", False):
         print(summary.timers_table)
+        if getattr(summary, "split_text", ""):
+            print(summary.split_text)
     print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time")
     print(f"output: {summary.output_path}")
     if xdmf:

@@ -6,3 +6,7 @@ An explicit ``NUMBA_ENABLE_CUDASIM=0`` (on a GPU machine) is respected.
 import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+# the set-up cache (dycore.io.setup_cache) is off unless a test turns it on with its own folder:
+# results are bitwise the same either way, but timer tables and "built" counts are not
+os.environ.setdefault("DYCORE_CACHE_DIR", "off")

@@ -22,7 +22,8 @@ import scipy.sparse as sp
 from dycore.assembly.no_normal_flow import NoNormalFlow, build_no_normal_flow
 from dycore.errors import MeshError
 
-__all__ = ["MeshOperators", "build_mesh_operators", "csr_positions"]
+__all__ = ["MeshOperators", "build_mesh_operators", "mesh_operator_arrays",
+           "mesh_operators_from_arrays", "csr_positions"]
 
 
 def csr_positions(sparsity, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -114,6 +115,10 @@ def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, sta
                          timers, no_normal_flow_tags=(), surface_normals=None) -> MeshOperators:
     """Assemble every mesh-only operator once (docs/equations.md §3, §6).
 
+    :func:`mesh_operator_arrays` (the work, host arrays) then
+    :func:`mesh_operators_from_arrays` (onto the backend); a run with the set-up cache
+    (:mod:`dycore.io.setup_cache`) stores the first and loads it instead of integrating.
+
     Parameters
     ----------
     mesh : Mesh; backend : CPU/GPU backend; assembler : that backend's assembler
@@ -128,7 +133,36 @@ def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, sta
     ------
     MeshError naming the first element with det J <= 0 or a singular edge-length system.
     """
-    xp, n = backend.xp, mesh.nnodes
+    arrays = mesh_operator_arrays(mesh, backend, assembler, sparsity, dirichlet_tags,
+                                  stabilisation, timers, no_normal_flow_tags, surface_normals)
+    return mesh_operators_from_arrays(arrays, backend, sparsity)
+
+
+def _put_csr(out: dict, name: str, a: sp.csr_matrix) -> None:
+    a = a.tocsr()
+    out[f"{name}.data"], out[f"{name}.indices"], out[f"{name}.indptr"] = (a.data, a.indices,
+                                                                           a.indptr)
+    out[f"{name}.shape"] = np.asarray(a.shape, np.int64)
+
+
+def _get_csr(arrays: dict, name: str) -> sp.csr_matrix:
+    return sp.csr_matrix((arrays[f"{name}.data"], arrays[f"{name}.indices"],
+                          arrays[f"{name}.indptr"]),
+                         shape=tuple(int(v) for v in arrays[f"{name}.shape"]))
+
+
+#: the NoNormalFlow attributes stored by :func:`mesh_operator_arrays` (prefix ``nnf.``)
+_NNF_FIELDS = ("nodes", "frames", "blk_pos", "blk_row", "blk_col", "blk_diag", "diag_pos")
+
+
+def mesh_operator_arrays(mesh, backend, assembler, sparsity, dirichlet_tags, stabilisation,
+                         timers, no_normal_flow_tags=(), surface_normals=None) -> dict:
+    """The mesh-only operators as host arrays ({name: ndarray}; CSR matrices as
+    ``NAME.data/.indices/.indptr/.shape`` for C, kmk and the pinned pressure matrix; ``ml``,
+    ``dir_nodes``, ``dir_row_pos``, ``dir_diag_pos``, 0-d ``pin`` and ``detj_min``, and
+    ``nnf.*`` when the strong no-normal-flow condition is on). Parameters and errors as
+    :func:`build_mesh_operators`."""
+    n = mesh.nnodes
     ml = backend.to_host(assembler.lumped_mass())
     c_vol, detj = assembler.divergence()
     c_vol, detj = backend.to_host(c_vol), backend.to_host(detj)
@@ -163,18 +197,38 @@ def build_mesh_operators(mesh, backend, assembler, sparsity, dirichlet_tags, sta
 
     in_dir = np.zeros(n, bool)
     in_dir[dir_nodes] = True
-    dir_row_pos = np.flatnonzero(in_dir[sparsity.row_of])
-    dir_diag_pos = csr_positions(sparsity, dir_nodes, dir_nodes)
+    out = {"ml": ml, "dir_nodes": dir_nodes.astype(np.int64),
+           "dir_row_pos": np.flatnonzero(in_dir[sparsity.row_of]).astype(np.int64),
+           "dir_diag_pos": csr_positions(sparsity, dir_nodes, dir_nodes).astype(np.int64),
+           "pin": np.int64(pin), "detj_min": np.float64(detj.min())}
+    for name, a in (("C", C), ("kmk", kmk), ("pressure", pressure)):
+        _put_csr(out, name, a)
+    if nnf is not None:
+        for f in _NNF_FIELDS:
+            out[f"nnf.{f}"] = getattr(nnf, f)
+    return out
+
+
+def mesh_operators_from_arrays(arrays: dict, backend, sparsity) -> MeshOperators:
+    """:class:`MeshOperators` on ``backend`` from :func:`mesh_operator_arrays`' host arrays."""
+    ml = arrays["ml"]
+    dir_nodes = arrays["dir_nodes"]
+    ml_inv_u = np.repeat((1.0 / ml)[:, None], 3, axis=1)
+    ml_inv_u[dir_nodes] = 0.0
+    C, kmk, pressure = (_get_csr(arrays, name) for name in ("C", "kmk", "pressure"))
     CT = C.T.tocsr()
+    nnf = None
+    if "nnf.nodes" in arrays:
+        nnf = NoNormalFlow(**{f: arrays[f"nnf.{f}"] for f in _NNF_FIELDS})
     return MeshOperators(
         ml=backend.to_device(ml), ml_inv_u=backend.to_device(ml_inv_u),
         C=backend.csr(*_csr_parts(C), C.shape), CT=backend.csr(*_csr_parts(CT), CT.shape),
         kmk=backend.csr(*_csr_parts(kmk), kmk.shape),
         pressure=backend.csr(*_csr_parts(pressure), pressure.shape), pressure_host=pressure,
-        pin=pin, dir_nodes=backend.to_device(dir_nodes.astype(np.int64)),
-        dir_row_pos=backend.to_device(dir_row_pos.astype(np.int64)),
-        dir_diag_pos=backend.to_device(dir_diag_pos.astype(np.int64)),
-        detj_min=float(detj.min()),
+        pin=int(arrays["pin"]), dir_nodes=backend.to_device(dir_nodes),
+        dir_row_pos=backend.to_device(arrays["dir_row_pos"]),
+        dir_diag_pos=backend.to_device(arrays["dir_diag_pos"]),
+        detj_min=float(arrays["detj_min"]),
         dir_row_start=backend.to_device(sparsity.indptr[dir_nodes].astype(np.int32)),
         dir_row_end=backend.to_device(sparsity.indptr[dir_nodes + 1].astype(np.int32)),
         nnf=None if nnf is None else _on_backend(nnf, backend))

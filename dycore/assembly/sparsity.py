@@ -61,6 +61,19 @@ class Sparsity:
         pos = np.flatnonzero(self.row_of == self.indices)
         return pos
 
+    def as_arrays(self) -> dict:
+        """Every attribute as an array (``n`` as a 0-d int64), for the set-up cache."""
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["n"] = np.int64(self.n)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> "Sparsity":
+        """The inverse of :meth:`as_arrays`."""
+        kw = {f: arrays[f] for f in cls.__dataclass_fields__}
+        kw["n"] = int(kw["n"])
+        return cls(**kw)
+
 
 def build_sparsity(tets: np.ndarray, nnodes: int) -> Sparsity:
     """Build the first-order pattern, the lookup table and the contribution map.

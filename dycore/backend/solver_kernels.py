@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 
+from numba import config as numba_config
 from numba import cuda, float64
 
 __all__ = ["NCTL", "DONE", "ITS", "BB", "TOL2", "RR", "RZ", "ALPHA", "BETA", "RHO", "OMEGA",
@@ -143,6 +144,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
     if rb < 1 or rb & (rb - 1) or rb > 1024:
         raise ValueError(f"reduction block {rb}: expected a power of two <= 1024")
     RB = rb
+    SIMULATED = bool(numba_config.ENABLE_CUDASIM)
     scalar_op = device_jit(_scalar_op)
 
     @device_jit
@@ -210,8 +212,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
                 scalar_op(ctl, op, sh[0, 0], sh[1, 0], slot)
                 ticket[0] = 0
 
-    @device_jit
-    def group_sum(sg, t, lane, g, s0, s1, s2):
+    def group_sum_shared(sg, t, lane, g, s0, s1, s2):
         """Tree sum of s0..s2 over the ``g`` lanes of each thread group (fixed order: lane l
         adds lane l+g/2, then l+g/4, ...); lane 0 of a group returns the group's sums. Every
         thread of the block calls it (it synchronises the block)."""
@@ -228,6 +229,66 @@ def build_solver_kernels(jit, device_jit, rb: int):
             off //= 2
         cuda.syncthreads()
         return sg[0, t], sg[1, t], sg[2, t]
+
+    def group_sum_shuffle(sg, t, lane, g, s0, s1, s2):
+        """:func:`group_sum_shared` with warp shuffles (no shared memory, no block barrier):
+        ``shfl_down`` by ``off`` gives lane l the value of lane l+off, so lane l adds lane
+        l+off exactly as in shared memory — the same tree, the same bits. A group never
+        straddles a warp (g divides 32, blocks are whole warps); every lane of the warp calls
+        it. ``sg`` and ``t`` are unused (same signature)."""
+        off = g // 2
+        while off > 0:
+            s0 += cuda.shfl_down_sync(0xFFFFFFFF, s0, off)
+            s1 += cuda.shfl_down_sync(0xFFFFFFFF, s1, off)
+            s2 += cuda.shfl_down_sync(0xFFFFFFFF, s2, off)
+            off //= 2
+        return s0, s1, s2
+
+    def lane_sum_shuffle(s, lane, g):
+        """One value's :func:`group_sum_shuffle` (the scalar CSR kernels)."""
+        off = g // 2
+        while off > 0:
+            s += cuda.shfl_down_sync(0xFFFFFFFF, s, off)
+            off //= 2
+        return s
+
+    # the CUDA simulator has no warp shuffles: there the groups meet in shared memory, in the
+    # same order (the simulator's results are the reference of the GPU's, bit for bit)
+    if SIMULATED:
+        group_sum = device_jit(group_sum_shared)
+
+        @device_jit
+        def lane_sum(s, lane, g):
+            sg = cuda.shared.array((3, RB), float64)
+            r, _, _ = group_sum(sg, cuda.threadIdx.x, lane, g, s, 0.0, 0.0)
+            return r
+    else:
+        group_sum = device_jit(group_sum_shuffle)
+        lane_sum = device_jit(lane_sum_shuffle)
+
+    def csr_spmv(indptr, indices, data, g, x, b, y, mode, ctl):
+        """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) for a scalar CSR matrix,
+        each row summed by ``g`` lanes in :func:`bsr_spmv`'s order (same bits), without the
+        dot products: a lean kernel (few registers, no shared memory on a GPU) for the AMG
+        cycle's residuals, restrictions and prolongations. Launch nrow·g threads."""
+        if ctl[DONE] != 0.0:
+            return
+        gi = cuda.grid(1)
+        i = gi // g
+        lane = gi - i * g
+        n = indptr.shape[0] - 1
+        s = 0.0
+        if i < n:
+            for k in range(indptr[i] + lane, indptr[i + 1], g):
+                s += data[k] * x[indices[k]]
+        if g > 1:
+            s = lane_sum(s, lane, g)
+        if i < n and lane == 0:
+            if mode == 1:
+                s = b[i] - s
+            elif mode == 2:
+                s = y[i] + s
+            y[i] = s
 
     def bsr_spmv(indptr, indices, data, bs, g, x, b, y, mode, w, ndot, partial, op, slot, ctl,
                  ticket):
@@ -496,7 +557,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
 
     from dycore.backend.vector_kernels import build_vector_kernels
     return SolverKernels(rb=RB, **build_vector_kernels(jit, device_jit, rb),
-                         bsr_spmv=jit(bsr_spmv), smooth=jit(smooth),
+                         bsr_spmv=jit(bsr_spmv), csr_spmv=jit(csr_spmv), smooth=jit(smooth),
                          finish=jit(finish),
                          init_residual=jit(init_residual), update_xr=jit(update_xr),
                          cg_update_p=jit(cg_update_p), bi_update_p=jit(bi_update_p),

@@ -9,8 +9,9 @@ timer without hooks does no more work than before (one test of an empty tuple pe
   ``dycore run --nvtx`` sets): ``cupy.cuda.nvtx`` (the ``gpu`` extra installs CuPy), else the
   ``nvtx`` package; neither importable (a CPU machine) is one notice and no ranges. NVTX ranges
   are host-side markers: they cost a few hundred nanoseconds each, and nothing on the device.
-- DEBUG lines (``dycore -v``, or ``--log-file``): the first call of each stage, so the log shows
-  every stage a run goes through once, not once per step.
+- DEBUG lines (``dycore -v``, or ``--log-file``): the first call of each stage (or its first
+  record, for a stage timed elsewhere and added to the table), so the log shows every stage a
+  run goes through once, not once per step.
 """
 from __future__ import annotations
 
@@ -97,6 +98,12 @@ class DebugStages:
         if name in self._open:
             self._open.discard(name)
             log.debug("stage %s: first call done", name)
+
+    def added(self, name: str, ms: float) -> None:
+        """A stage timed elsewhere (:meth:`StageTimers.add`): logged at its first record."""
+        if name not in self._seen:
+            self._seen.add(name)
+            log.debug("stage %s: %.3f ms (timed elsewhere)", name, ms)
 
 
 def default_hooks() -> tuple:

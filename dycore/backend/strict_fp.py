@@ -22,8 +22,9 @@ Caches
 ------
 - Strict kernels are separate dispatcher objects over separate function objects (the renamed
   copies), so they never share compiled code with the normal kernels of
-  :mod:`dycore.backend.gpu_kernels`; neither kind is built with ``cache=True``, so nothing is
-  written to or read from the on-disk kernel cache.
+  :mod:`dycore.backend.gpu_kernels`. The normal kernels are built with ``cache=True`` (numba's
+  on-disk cache); strict kernels never are, so no fma=0 code is written to the cache and no
+  cached (contracted) code is ever loaded into a strict kernel.
 - The element functions (``@njit(cache=True)``, :mod:`dycore.fem._jit`) are cached on disk for
   the *CPU* target only. When a kernel calls one, numba-cuda compiles its ``py_func`` for the
   CUDA target in memory; the resulting LLVM IR has plain ``fmul``/``fadd`` (no ``contract``

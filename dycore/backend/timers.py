@@ -86,6 +86,10 @@ class StageTimers:
         (e.g. on the host before the backend's clock existed)."""
         self.total_ms[name] += ms
         self.calls[name] += 1
+        for hook in self.hooks:
+            added = getattr(hook, "added", None)
+            if added is not None:
+                added(name, ms)
 
     def reset(self) -> None:
         """Forget everything timed so far (e.g. after a warm-up step)."""
@@ -108,11 +112,17 @@ class StageTimers:
     def table(self, title: str = "stage timers") -> str:
         """The timer table as aligned text, with each stage's share of the timed total."""
         rows = self.as_dict()
-        grand = sum(r["total_ms"] for k, r in rows.items() if not k.startswith("step"))
+        grand = sum(r["total_ms"] for k, r in rows.items() if _shared(k))
         width = max([len(k) for k in rows] + [len("stage")])
         out = [title, f"{'stage':<{width}}  {'calls':>7}  {'total [s]':>10}  {'mean [ms]':>10}  {'share':>6}"]
         for k, r in rows.items():
-            share = "" if k.startswith("step") or grand == 0 else f"{100 * r['total_ms'] / grand:5.1f}%"
+            share = "" if not _shared(k) or grand == 0 else f"{100 * r['total_ms'] / grand:5.1f}%"
             out.append(f"{k:<{width}}  {r['calls']:>7d}  {r['total_ms'] / 1e3:>10.3f}  "
                        f"{r['mean_ms']:>10.3f}  {share:>6}")
         return "\n".join(out)
+
+
+def _shared(stage: str) -> bool:
+    """Whether a stage counts in the table's shares: not the step totals, not the run's
+    wall-clock split (``run: ...``) and not work overlapped with the steps (a writer thread)."""
+    return not stage.startswith(("step", "run:")) and "overlapped" not in stage

@@ -19,8 +19,9 @@ Every variable but the scalar ``mesh`` has explicit chunks (:func:`_rows_per_chu
 compression at :data:`COMPRESSION_LEVEL` with the shuffle filter (the level was chosen by measuring
 file size and write time, docs/output.md). The ``config`` and ``history`` attributes carry no
 absolute paths (:func:`portable_text`). Every :meth:`SnapshotWriter.write_snapshot` and
-:meth:`SnapshotWriter.write_diagnostics` ends with ``sync()``, so a run that is killed keeps every
-record it finished. ``netCDF4`` is imported when a file is opened, so importing this module
+:meth:`SnapshotWriter.write_diagnostics` (and :meth:`SnapshotWriter.write_diagnostics_rows`, which
+``dycore run`` uses to write the steps since the last snapshot together with it) ends with
+``sync()``, so a run that is killed keeps every record it finished. ``netCDF4`` is imported when a file is opened, so importing this module
 needs no netCDF library.
 """
 from __future__ import annotations
@@ -477,6 +478,10 @@ class SnapshotWriter:
             A non-scalar value, more Picard values than the ``picard`` dimension holds, or a
             write error (names the file).
         """
+        return self.write_diagnostics_rows([(step, t, diag)])
+
+    def _diagnostics_row(self, step: int, diag: Mapping[str, Any]):
+        """(picard values, scalars) of one record, checked (see :meth:`write_diagnostics`)."""
         diag = dict(diag)
         for system, count in dict(diag.pop("solver_iterations", None) or {}).items():
             diag[f"solver_iterations_{system}"] = count
@@ -494,25 +499,61 @@ class SnapshotWriter:
                 raise OutputError(f"{self.path}: diagnostic {name} must be a scalar, got shape "
                                   f"{np.shape(value)}")
             scalars[name] = value
-        index = self._n_step
+        return picard, scalars
+
+    def write_diagnostics_rows(self, rows) -> int:
+        """Append several per-step records at once (one slice per variable) and flush once.
+
+        Parameters
+        ----------
+        rows : sequence of (step, t, diag) as the arguments of :meth:`write_diagnostics`, in
+            step order
+
+        Returns
+        -------
+        int
+            Index of the last record written (-1 for no rows).
+
+        Raises
+        ------
+        OutputError as :meth:`write_diagnostics`; nothing is written when a row is invalid.
+        """
+        rows = list(rows)
+        if not rows:
+            return self._n_step - 1
+        checked = [self._diagnostics_row(step, diag) for step, _, diag in rows]
+        i0, m = self._n_step, len(rows)
+        first = rows[0][0]
         try:
             ds = self._dataset()
-            ds.variables["step"][index] = int(step)
-            ds.variables["diag_time"][index] = float(t)
-            if picard.size:
-                ds.variables["picard_change"][index, :picard.size] = picard
-            for name, value in scalars.items():
-                self._diagnostic_variable(name)[index] = value
+            ds.variables["step"][i0:i0 + m] = np.array([int(r[0]) for r in rows], np.int32)
+            ds.variables["diag_time"][i0:i0 + m] = np.array([float(r[1]) for r in rows], REAL)
+            width = max(p.size for p, _ in checked)
+            if width:
+                block = np.full((m, width), np.nan)
+                for j, (picard, _) in enumerate(checked):
+                    block[j, :picard.size] = picard
+                ds.variables["picard_change"][i0:i0 + m, :width] = block
+            names = []
+            for _, scalars in checked:
+                names += [name for name in scalars if name not in names]
+            for name in names:
+                var = self._diagnostic_variable(name)
+                fill = NOT_RECORDED if var.dtype == np.int32 else np.nan
+                col = np.array([scalars.get(name, fill) for _, scalars in checked],
+                               dtype=var.dtype)
+                var[i0:i0 + m] = col
             for name, var in ds.variables.items():     # int32: no fill value, so write them all
                 if (var.dimensions == ("step",) and var.dtype == np.int32 and name != "step"
-                        and name not in scalars):
-                    var[index] = NOT_RECORDED
+                        and name not in names):
+                    var[i0:i0 + m] = np.full(m, NOT_RECORDED, np.int32)
             ds.sync()
         except (OSError, RuntimeError) as exc:
-            raise OutputError(f"{self.path}: cannot write diagnostics of step {step} "
+            which = f"step {first}" if m == 1 else f"steps {first}-{rows[-1][0]}"
+            raise OutputError(f"{self.path}: cannot write diagnostics of {which} "
                               f"({exc})") from None
-        self._n_step += 1
-        return index
+        self._n_step += m
+        return self._n_step - 1
 
     def write_timers(self, table: Mapping[str, Mapping[str, Any]], text: str | None = None
                      ) -> None:

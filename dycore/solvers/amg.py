@@ -97,6 +97,35 @@ class HostHierarchy:
         self.coarse_inv = np.linalg.pinv(ml.levels[-1].A.toarray())
         self.sizes = [lev.A.shape[0] for lev in ml.levels]
 
+    def as_arrays(self) -> dict:
+        """The hierarchy as named arrays (set-up cache); :meth:`from_arrays` inverts it."""
+        out = {"coarse_inv": self.coarse_inv, "sizes": np.asarray(self.sizes, np.int64),
+               "nlevels": np.int64(len(self.levels))}
+        for i, (A, P, R, dinv, coef) in enumerate(self.levels):
+            for name, m in (("A", A), ("P", P), ("R", R)):
+                out[f"{i}.{name}.data"], out[f"{i}.{name}.indices"] = m.data, m.indices
+                out[f"{i}.{name}.indptr"] = m.indptr
+                out[f"{i}.{name}.shape"] = np.asarray(m.shape, np.int64)
+            out[f"{i}.dinv"] = dinv
+            out[f"{i}.coef"] = np.asarray(coef, np.float64).reshape(-1, 2)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> "HostHierarchy":
+        """A hierarchy from :meth:`as_arrays` (bit for bit the one that was stored)."""
+        h = cls.__new__(cls)
+        h.levels = []
+        for i in range(int(arrays["nlevels"])):
+            mats = [sp.csr_matrix((arrays[f"{i}.{n}.data"], arrays[f"{i}.{n}.indices"],
+                                   arrays[f"{i}.{n}.indptr"]),
+                                  shape=tuple(int(v) for v in arrays[f"{i}.{n}.shape"]))
+                    for n in ("A", "P", "R")]
+            coef = [(float(c1), float(c2)) for c1, c2 in arrays[f"{i}.coef"]]
+            h.levels.append((*mats, arrays[f"{i}.dinv"], coef))
+        h.coarse_inv = arrays["coarse_inv"]
+        h.sizes = [int(v) for v in arrays["sizes"]]
+        return h
+
 
 def grouped_matvec(a, x, g: int) -> np.ndarray:
     """A x summed in the row kernels' order (:mod:`dycore.backend.solver_kernels`): lane j of a row's

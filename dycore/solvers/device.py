@@ -45,10 +45,12 @@ class DeviceSystems:
     rb : threads per block of the solver kernels (None: 256 on a GPU, 32 under the simulator,
         which runs every thread of a block as a Python thread)
     max_coarse : largest coarsest AMG level
+    setup_cache : SetupCache or None — where the AMG hierarchy is loaded from / stored
+        (:mod:`dycore.io.setup_cache`; its key must cover the pressure matrix)
     """
 
     def __init__(self, backend, sparsity, ops, cfg, timers, smoother="chebyshev", sweeps=2,
-                 rb=None, max_coarse=500):
+                 rb=None, max_coarse=500, setup_cache=None):
         self.b, self.cfg, self.timers, self.n = backend, cfg, timers, sparsity.n
         if rb is None:
             rb = 32 if backend.simulator else 256
@@ -68,8 +70,16 @@ class DeviceSystems:
         pc = cfg.pressure.preconditioner
         a = DeviceMatrix.from_scipy(la, ops.pressure_host)
         if pc == "amg":
-            with timers("pressure AMG set-up (host, once)"):
-                h = HostHierarchy(ops.pressure_host, smoother, sweeps, max_coarse=max_coarse)
+            def build():
+                with timers("pressure AMG set-up (host, once)"):
+                    return HostHierarchy(ops.pressure_host, smoother, sweeps,
+                                         max_coarse=max_coarse).as_arrays()
+            if setup_cache is None:
+                h = HostHierarchy.from_arrays(build())
+            else:
+                name = f"amg-{smoother}-{sweeps}-{max_coarse}"
+                h = HostHierarchy.from_arrays(setup_cache.get(name, build, timers,
+                                                              "pressure AMG hierarchy"))
             self.amg_sizes = h.sizes
             m = DeviceVCycle(la, h)
         elif pc in ("jacobi", "none"):

@@ -49,6 +49,9 @@ class DeviceLinalg:
 
     FUSE = True
     DEFAULT_MAX_GROUP: int | None = None
+    #: scalar CSR products without dots run the lean ``csr_spmv`` kernel (False: the general
+    #: ``bsr_spmv``; the same bits — a profiling switch)
+    LEAN = True
 
     def __init__(self, backend, rb: int = 256, max_group: int | None = None,
                  fuse: bool | None = None):
@@ -56,6 +59,7 @@ class DeviceLinalg:
         if max_group is None:
             max_group = self.DEFAULT_MAX_GROUP or min(MAX_GROUP, rb)
         self.fuse = self.FUSE if fuse is None else bool(fuse)
+        self.lean = self.LEAN
         if max_group < 1 or max_group & (max_group - 1) or max_group > min(32, rb):
             raise ValueError(f"max_group {max_group}: expected a power of two <= min(32, rb)")
         self.b, self.rb, self.max_group = backend, rb, max_group
@@ -103,7 +107,12 @@ class DeviceLinalg:
              ndot=1) -> int:
         """y = A x / b − A x / y + A x (mode 0/1/2), ``a.g`` threads per block row; with
         ``partial`` also block partials of w·y (``ndot`` 2: and of y·y), finished with ``op``
-        (< 0: not finished; then :meth:`finish` the returned number of partial rows)."""
+        (< 0: not finished; then :meth:`finish` the returned number of partial rows).
+        A scalar CSR product without dots runs the lean ``csr_spmv`` (same bits)."""
+        if a.bs == 1 and partial is None and self.lean:
+            self.launch(self.k.csr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.g, x,
+                        self.empty_f if b is None else b, y, mode, ctl)
+            return 0
         self.launch(self.k.bsr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.bs, a.g, x,
                     self.empty_f if b is None else b, y, mode,
                     self.empty_f if w is None else w, 0 if partial is None else ndot,

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from dycore import __version__
-from dycore.assembly.operators import build_mesh_operators
-from dycore.assembly.sparsity import build_sparsity
+from dycore.assembly.operators import mesh_operator_arrays, mesh_operators_from_arrays
+from dycore.assembly.sparsity import Sparsity, build_sparsity
 from dycore.backend import select_backend
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.backend.timers import StageTimers
@@ -39,16 +39,26 @@ class RunSummary:
     timers_table: str
     last_diagnostics: dict
     backend: str
+    split: dict | None = None          # RunSplit.as_dict: set-up, steps, output, total [s]
+    split_text: str = ""               # the same as one line
 
 
 class Simulation:
     """Everything a run needs, built once from a Config.
 
-    Attributes: config, case, params, mesh, backend, timers, sparsity, assembler, ops,
-    coeffs, systems, stepper, state.
+    Parameters
+    ----------
+    config : Config
+    backend : a backend to use instead of the configured one
+    setup_cache : True / None (default: on unless ``DYCORE_CACHE_DIR=off``), False (off), or a
+        folder: where the mesh-only set-up (sparsity, operators, AMG hierarchy) is loaded from
+        and stored (:mod:`dycore.io.setup_cache`)
+
+    Attributes: config, case, params, mesh, backend, timers, setup_cache, sparsity, assembler,
+    ops, coeffs, systems, stepper, state.
     """
 
-    def __init__(self, config, backend=None):
+    def __init__(self, config, backend=None, setup_cache=None):
         from dycore import cases
 
         self.config = config
@@ -60,12 +70,22 @@ class Simulation:
         self.backend = backend if backend is not None else select_backend(config.backend)
         self.timers = StageTimers(self.backend.marker)
         self.timers.add("mesh generation", host_clock.as_dict()["mesh generation"]["total_ms"])
-        with self.timers("sparsity and lookup tables"):
-            self.sparsity = build_sparsity(self.mesh.tets, self.mesh.nnodes)
+        self.setup_cache = self._setup_cache(setup_cache)
+
+        def sparsity():
+            with self.timers("sparsity and lookup tables"):
+                return build_sparsity(self.mesh.tets, self.mesh.nnodes).as_arrays()
+        self.sparsity = Sparsity.from_arrays(self.setup_cache.get("sparsity", sparsity,
+                                                                  self.timers))
         self.assembler = self.backend.assembler(self.mesh, self.sparsity, self.timers)
-        self.ops = build_mesh_operators(self.mesh, self.backend, self.assembler, self.sparsity,
+
+        def operators():
+            return mesh_operator_arrays(self.mesh, self.backend, self.assembler, self.sparsity,
                                         self.case.DIRICHLET_TAGS, config.physics.stabilisation,
                                         self.timers, *self._no_normal_flow())
+        self.ops = mesh_operators_from_arrays(
+            self.setup_cache.get("operators", operators, self.timers, "mesh operators"),
+            self.backend, self.sparsity)
         self.coeffs = build_coefficients(self.case, self.params, self.mesh, config.physics,
                                          self.backend)
         self.systems = self._systems()
@@ -76,6 +96,30 @@ class Simulation:
         self.state = State(u=dev(np.asarray(init["u"], float)), p=dev(np.asarray(init["p"], float)),
                            theta_prime=dev(np.asarray(init["theta_prime"], float)),
                            q={k: dev(np.asarray(init[k], float)) for k in TRACERS})
+
+    def _setup_cache(self, choice):
+        """The SetupCache of this mesh and configuration (see :class:`Simulation`)."""
+        from dycore.io.setup_cache import SetupCache, cache_directory
+
+        if choice is None or choice is True:
+            folder = cache_directory()
+        else:
+            folder = None if choice is False else choice
+        cfg, m = self.config, self.mesh
+        data = cfg.model_dump(mode="json")
+        # what reaches the mesh-only set-up besides the mesh itself (hashed bit for bit)
+        settings = {"case": data["case"]["name"],
+                    "stabilisation": data["physics"]["stabilisation"],
+                    "no_normal_flow": data["physics"]["no_normal_flow"],
+                    "pressure": data["solvers"]["pressure"],
+                    "backend": type(self.backend).__name__,
+                    "assembly": getattr(self.backend, "assembly", None),
+                    "strict": bool(getattr(self.backend, "strict", False)),
+                    "device": getattr(self.backend, "_device_name", lambda: "host")()}
+        settings["case_parameters"] = (self.params.model_dump(mode="json")
+                                       if hasattr(self.params, "model_dump")
+                                       else repr(self.params))
+        return SetupCache(folder, (m.coords, m.tets, m.faces, m.face_tags), settings)
 
     def _no_normal_flow(self):
         """(face tags with the strong no-normal-flow condition — () when weak —, exact surface
@@ -95,7 +139,7 @@ class Simulation:
         if getattr(self.backend, "solver_mode", "host") == "device":
             from dycore.solvers.device import DeviceSystems
             return DeviceSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
-                                 self.timers)
+                                 self.timers, setup_cache=self.setup_cache)
         from dycore.solvers.systems import HostSystems
         return HostSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
                            self.timers)
@@ -282,6 +326,12 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _owned(fields: dict) -> dict:
+    """Host copies the writer thread may keep: on the CPU backend ``host_fields`` returns
+    views of the state, which the next step overwrites in place."""
+    return {name: np.array(values, copy=True) for name, values in fields.items()}
+
+
 def run_from_config(config, *, max_steps: int | None = None, progress: bool | None = None,
                     writer_factory=None, overwrite: bool = False,
                     restart: str | Path | None = None,
@@ -319,8 +369,10 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     InstabilityError, ...).
     """
     from dycore.errors import InstabilityError
+    from dycore.io.background import BackgroundWriter, DiagnosticsBuffer
     from dycore.io.netcdf import SnapshotWriter
     from dycore.io.followers import attach_followers
+    from dycore.timestepping.run_split import RunSplit
     from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
                                   inflow_speed, notice_backend_fallback)
     from dycore.timestepping.progress import Progress
@@ -413,42 +465,58 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
                                 version=__version__, title=f"dycore {config.case.name}")
     writer = attach_followers(writer, config, sim.mesh, kept=writer._n_time if append else 0)
-    with writer:
+    split = RunSplit(wall0)
+    split.setup_done()
+    # every write runs on the writer thread, in order (dycore.io.background); the per-step
+    # diagnostics wait in memory and go out with the snapshot (or checkpoint) that follows them
+    out = BackgroundWriter()
+    diagnostics = DiagnosticsBuffer(lambda rows: out.submit(writer.write_diagnostics_rows, rows))
+    with writer, out:
         if not append:        # a new file starts with the initial (or restart) snapshot
-            with sim.timers("output"):
-                writer.write_snapshot(sim.state.t, sim.host_fields(), step=k0)
+            with sim.timers("output"), split.output():
+                out.submit(writer.write_snapshot, sim.state.t, _owned(sim.host_fields()),
+                           step=k0)
         bar = Progress(n_steps - k0, config.case.name, show)   # bar on a terminal, else lines
         try:
             for k in range(k0 + 1, n_steps + 1):
-                diag = sim.step()
+                with split.steps():
+                    diag = sim.step()
                 problem = watch.step_problem(diag)
                 if problem or k % oc.diagnostics_every_steps == 0 or k == n_steps:
-                    with sim.timers("output"):
-                        writer.write_diagnostics(k, sim.state.t, diag)
+                    diagnostics.add(k, sim.state.t, diag)
                 if problem:
                     raise unstable(k, problem)
                 snapshot = k % every == 0 or k == n_steps
                 checkpoint = ck_every > 0 and k % ck_every == 0
                 if snapshot or checkpoint:
-                    fields = sim.host_fields()
+                    with sim.timers("output"), split.output():
+                        fields = _owned(sim.host_fields())
                     problem = watch.fields_problem(fields)
                     if problem:
                         raise unstable(k, problem)
+                    with sim.timers("output"), split.output():
+                        diagnostics.flush()
                 if snapshot:
-                    with sim.timers("output"):
-                        writer.write_snapshot(sim.state.t, fields, step=k)
+                    with sim.timers("output"), split.output():
+                        out.submit(writer.write_snapshot, sim.state.t, fields, step=k)
                     last_snapshot = sim.state.t
                 if checkpoint:       # after the snapshot: the output holds every step before
-                    with sim.timers("checkpoint"):
-                        write_checkpoint(ck_path, sim.mesh, sim.state.t, k, fields,
-                                         config_yaml=config.resolved_yaml(),
-                                         version=__version__, output=path)
+                    with sim.timers("checkpoint"), split.output():
+                        out.submit(write_checkpoint, ck_path, sim.mesh, sim.state.t, k, fields,
+                                   config_yaml=config.resolved_yaml(), version=__version__,
+                                   output=path)
                 bar.update(sim.state.t, diag["max_abs_w"])
         finally:
             bar.close()
+            diagnostics.flush()       # an unstable step's record too, before the file closes
+        with split.output():
+            out.drain()
+        sim.timers.add("output (writer thread, overlapped)", 1e3 * out.busy_s)
+        split.add_to(sim.timers)
         table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "
                                  f"tetrahedra, {sim.mesh.nnodes} nodes, {n_steps - k0} steps)")
-        writer.write_timers(sim.timers.as_dict(), table)
+        out.submit(writer.write_timers, sim.timers.as_dict(), table)
     return RunSummary(output_path=path, steps=n_steps - k0, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
-                      last_diagnostics=diag, backend=sim.backend.describe())
+                      last_diagnostics=diag, backend=sim.backend.describe(),
+                      split=split.as_dict(n_steps - k0), split_text=split.summary(n_steps - k0))

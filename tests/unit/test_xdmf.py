@@ -147,28 +147,29 @@ def test_boundary_tags_from_normals_are_the_generators(tmp_path, capsys):
 
 
 def test_run_writes_the_series_live_and_a_killed_run_keeps_it(tmp_path):
-    """SIGKILL at the 4th step: the XDMF names the snapshots t = 0, 10, 20, 30 s, all complete;
-    VTK reads them equal to the netCDF file's."""
+    """SIGKILL in the worst place: the fourth snapshot's data file is written, the XML that
+    would name it is not. The XDMF names the three finished snapshots (t = 0, 10, 20 s); VTK
+    reads them equal to the netCDF file's."""
     out = tmp_path / "out.nc"
     (tmp_path / "run.yaml").write_text(TINY % (100.0, out))
     script = textwrap.dedent(f"""
         import os, signal
         from dycore import cli
-        from dycore.timestepping import simulation
-        step = simulation.Simulation.step
+        from dycore.io import xdmf
+        write_xml = xdmf.XdmfWriter._write_xml
         def killing(self):
-            if self.state.t >= 35.0:
+            if len(self.times) == 4:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return step(self)
-        simulation.Simulation.step = killing
+            return write_xml(self)
+        xdmf.XdmfWriter._write_xml = killing
         cli.main(["run", {str(tmp_path / "run.yaml")!r}])
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == -9, proc.stderr[-2000:]
-    assert not (tmp_path / "out.xdmf.part").exists()
-    _assert_same(tmp_path / "out.xdmf", out, n_times=5)     # t = 0 ... 40 s
-    assert len(list((tmp_path / "out_xdmf").glob("t*.h5"))) == 5
+    assert (tmp_path / "out_xdmf" / "t00003.h5").is_file()      # written, not yet named
+    assert "t00003" not in (tmp_path / "out.xdmf").read_text()
+    _assert_same(tmp_path / "out.xdmf", out, n_times=3)          # t = 0, 10, 20 s
 
 
 def test_export_options_and_errors(tmp_path, capsys):

@@ -1,0 +1,197 @@
+"""On-disk cache of the set-up that depends only on the mesh and the configuration.
+
+What a run builds before its first step — the sparsity pattern and assembly tables, the mesh-only
+operators (lumped masses, C, K_p, CMC + KMK) and the pressure AMG hierarchy — is a pure function
+of the mesh, a few configuration sections and the code that builds it. The paper-size mesh spent
+13 s there on an H200 (7.6 s of it in PyAMG's set-up), more than the 720 steps after it took on
+the GPU. A second run of the same mesh and configuration loads the arrays instead.
+
+Where it lives
+--------------
+``$DYCORE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/dycore`` (default ``~/.cache/dycore``); one
+folder per key holding one ``.npz`` file per piece (``sparsity``, ``operators``, ``amg``).
+``DYCORE_CACHE_DIR=off`` (or ``0``, ``none``) turns the cache off, as does
+``dycore run --no-setup-cache``. Deleting the folder is always safe.
+
+When it is invalid
+------------------
+The key is a SHA-256 over: the cache format, the dycore version, the source text of every module
+that computes a cached array (``dycore/fem``, ``dycore/assembly``, ``dycore/backend``,
+``dycore/solvers``), the mesh (coordinates, connectivity, boundary faces and tags, bit for bit)
+and the configuration that reaches the set-up (the ``case``, ``physics``, ``mesh`` and
+``solvers.pressure`` sections, the backend's kind, assembly mode and strict flag). Any change
+gives a new key, so a stale entry is never read; it is removed when the cache grows past
+``$DYCORE_CACHE_MAX_GB`` (default 20) — least recently used first.
+
+A piece whose file cannot be read (damaged zip member: ``np.load`` checks each member's CRC-32)
+is rebuilt and rewritten, with a warning. Files are written to a temporary name and renamed, so
+two runs that build the same key at the same time each leave a complete file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from dycore import __version__
+
+__all__ = ["SetupCache", "cache_directory", "source_digest"]
+
+log = logging.getLogger("dycore")
+
+FORMAT = 1
+_OFF = {"off", "0", "none", "false", "no"}
+#: package folders whose code computes cached arrays (their source is part of the key)
+SOURCE_FOLDERS = ("fem", "assembly", "backend", "solvers")
+
+
+def cache_directory() -> Path | None:
+    """The cache folder from the environment (see the module docstring), or None when off."""
+    env = os.environ.get("DYCORE_CACHE_DIR")
+    if env is not None:
+        return None if env.strip().lower() in _OFF or not env.strip() else Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dycore"
+
+
+_DIGEST: str | None = None
+
+
+def source_digest() -> str:
+    """SHA-256 of the source of every module in :data:`SOURCE_FOLDERS` (sorted by path)."""
+    global _DIGEST
+    if _DIGEST is None:
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        for folder in SOURCE_FOLDERS:
+            for path in sorted((root / folder).rglob("*.py")):
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+        _DIGEST = h.hexdigest()
+    return _DIGEST
+
+
+def _max_bytes() -> float:
+    try:
+        return float(os.environ.get("DYCORE_CACHE_MAX_GB", "20")) * 1e9
+    except ValueError:
+        return 20e9
+
+
+class SetupCache:
+    """Named groups of arrays stored under one key.
+
+    Parameters
+    ----------
+    directory : Path or None
+        The cache folder (None: caching off, :meth:`get` always builds).
+    key_arrays : sequence of ndarray
+        Arrays the cached results depend on (the mesh), hashed bit for bit.
+    key_settings : dict
+        JSON-serialisable settings they depend on (configuration sections, backend).
+
+    Attributes
+    ----------
+    key : str — hex SHA-256; hits, misses : names loaded / built
+    """
+
+    def __init__(self, directory, key_arrays=(), key_settings=None):
+        h = hashlib.sha256()
+        h.update(f"dycore setup cache {FORMAT} {__version__} {source_digest()}".encode())
+        for a in key_arrays:
+            a = np.ascontiguousarray(a)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(a.view(np.uint8).ravel() if a.size else b"")
+        h.update(json.dumps(key_settings or {}, sort_keys=True, default=str).encode())
+        self.key = h.hexdigest()
+        self.directory = None if directory is None else Path(directory)
+        self.hits: list[str] = []
+        self.misses: list[str] = []
+
+    @property
+    def folder(self) -> Path | None:
+        return None if self.directory is None else self.directory / self.key[:32]
+
+    def _path(self, name: str) -> Path:
+        return self.folder / f"{name}.npz"
+
+    def load(self, name: str) -> dict | None:
+        """The arrays stored under ``name`` ({str: ndarray}), or None (off, absent, unreadable)."""
+        if self.folder is None:
+            return None
+        path = self._path(name)
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                out = {k: z[k] for k in z.files}
+            os.utime(self.folder)             # recently used: pruned last
+            return out
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            log.warning("warning: set-up cache %s is unreadable (%s); rebuilding it", path, exc)
+            return None
+
+    def store(self, name: str, arrays: dict) -> None:
+        """Write ``arrays`` under ``name`` (atomically); a failure only logs a warning."""
+        if self.folder is None:
+            return
+        path = self._path(name)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("warning: cannot write the set-up cache %s (%s); the run goes on "
+                        "without it", path, exc)
+            tmp.unlink(missing_ok=True)
+            return
+        self._prune()
+
+    def get(self, name: str, build, timers=None, label: str | None = None) -> dict:
+        """Load ``name``, or ``build()`` it (a dict of arrays) and store it.
+
+        ``timers`` (StageTimers) gets a row ``set-up cache: load <label>`` for a hit; a miss
+        is timed by the stages inside ``build``.
+        """
+        t0 = time.perf_counter()
+        arrays = self.load(name)
+        if arrays is not None:
+            self.hits.append(name)
+            if timers is not None:
+                timers.add(f"set-up cache: load {label or name}",
+                           1e3 * (time.perf_counter() - t0))
+            return arrays
+        self.misses.append(name)
+        arrays = build()
+        t1 = time.perf_counter()
+        self.store(name, arrays)
+        if timers is not None and self.folder is not None:
+            timers.add(f"set-up cache: store {label or name}", 1e3 * (time.perf_counter() - t1))
+        return arrays
+
+    def _prune(self) -> None:
+        """Remove the least recently used entries while the cache exceeds its size limit."""
+        limit = _max_bytes()
+        try:
+            entries = []
+            for d in self.directory.iterdir():
+                if d.is_dir():
+                    size = sum(f.stat().st_size for f in d.iterdir() if f.is_file())
+                    entries.append((d.stat().st_mtime, size, d))
+            total = sum(e[1] for e in entries)
+            for _, size, d in sorted(entries):
+                if total <= limit or d == self.folder:
+                    continue
+                shutil.rmtree(d, ignore_errors=True)
+                total -= size
+        except OSError:
+            pass

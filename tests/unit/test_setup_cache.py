@@ -1,0 +1,161 @@
+"""The on-disk set-up cache (dycore.io.setup_cache): a second build loads what the first stored,
+bit for bit; anything that changes the set-up changes the key; a damaged file is rebuilt."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dycore
+from dycore.io.setup_cache import SetupCache, cache_directory
+from dycore.solvers.amg import HostHierarchy
+from dycore.timestepping.simulation import Simulation
+
+MESH = {"nx": 4, "ny": 4, "nz": 2}
+
+
+def _config(**more):
+    return dycore.load_config("configs/mountainwave3d_small.yaml", mesh=dict(MESH), **more)
+
+
+def _operator_arrays(sim) -> dict:
+    ops, b = sim.ops, sim.backend
+    out = {"ml": b.to_host(ops.ml), "ml_inv_u": b.to_host(ops.ml_inv_u),
+           "pressure": ops.pressure_host.toarray(), "dir_row_pos": b.to_host(ops.dir_row_pos),
+           "dir_diag_pos": b.to_host(ops.dir_diag_pos), "pin": ops.pin,
+           "detj_min": ops.detj_min}
+    for f in ("indptr", "indices", "lookup", "contrib_ptr", "contrib", "row_of",
+              "node_contrib_ptr", "node_contrib"):
+        out[f] = getattr(sim.sparsity, f)
+    return out
+
+
+def test_second_build_loads_bitwise_and_steps_identically(tmp_path):
+    plain = Simulation(_config(), setup_cache=False)
+    first = Simulation(_config(), setup_cache=tmp_path)
+    assert first.setup_cache.misses == ["sparsity", "operators"] and not first.setup_cache.hits
+    second = Simulation(_config(), setup_cache=tmp_path)
+    assert second.setup_cache.hits == ["sparsity", "operators"] and not second.setup_cache.misses
+    assert first.setup_cache.key == second.setup_cache.key
+    timers = second.timers.as_dict()
+    assert "integrate stabilisation K_p" not in timers            # nothing integrated again
+    assert "set-up cache: load mesh operators" in timers
+    ref = _operator_arrays(plain)
+    for sim in (first, second):
+        got = _operator_arrays(sim)
+        for name, value in ref.items():
+            assert np.array_equal(np.asarray(got[name]), np.asarray(value)), name
+    for sim in (plain, second):
+        sim.step()
+        sim.step()
+    a, b = plain.host_fields(), second.host_fields()
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+
+
+def test_the_key_follows_what_the_set_up_depends_on(tmp_path):
+    base = Simulation(_config(), setup_cache=tmp_path).setup_cache.key
+    same = Simulation(_config(**{"physics.nu_h": 7.0, "time.dt": 5.0}),
+                      setup_cache=tmp_path).setup_cache.key
+    assert same == base                                   # viscosity, dt: not in the set-up
+    for over in ({"physics.stabilisation": 0.5}, {"physics.no_normal_flow": "weak"},
+                 {"mesh.dz_min": 120.0}, {"solvers.pressure.rtol": 1e-8}):
+        assert Simulation(_config(**over), setup_cache=tmp_path).setup_cache.key != base, over
+
+
+def test_a_damaged_file_is_rebuilt_with_a_warning(tmp_path, caplog):
+    first = Simulation(_config(), setup_cache=tmp_path)
+    path = first.setup_cache.folder / "operators.npz"
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096] = np.random.default_rng(1).integers(0, 256, 4096, np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="dycore"):
+        again = Simulation(_config(), setup_cache=tmp_path)
+    assert again.setup_cache.misses == ["operators"] and again.setup_cache.hits == ["sparsity"]
+    assert "unreadable" in caplog.text and "operators.npz" in caplog.text
+    ref = _operator_arrays(Simulation(_config(), setup_cache=False))
+    got = _operator_arrays(again)
+    for name, value in ref.items():
+        assert np.array_equal(np.asarray(got[name]), np.asarray(value)), name
+    assert Simulation(_config(), setup_cache=tmp_path).setup_cache.hits == ["sparsity",
+                                                                            "operators"]
+
+
+def test_the_amg_hierarchy_round_trips_bitwise(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 400
+    a = sp.random(n, n, density=0.02, random_state=4)
+    a = (a @ a.T + sp.eye(n) * 5.0).tocsr()
+    h = HostHierarchy(a, max_coarse=20)
+    cache = SetupCache(tmp_path, (a.data,), {"t": 1})
+    cache.store("amg", h.as_arrays())
+    g = HostHierarchy.from_arrays(cache.load("amg"))
+    assert g.sizes == h.sizes and len(g.levels) == len(h.levels) > 1
+    assert np.array_equal(g.coarse_inv, h.coarse_inv)
+    for (A, P, R, d, c), (A2, P2, R2, d2, c2) in zip(h.levels, g.levels):
+        for m, m2 in ((A, A2), (P, P2), (R, R2)):
+            assert m.shape == m2.shape and (m != m2).nnz == 0
+            assert np.array_equal(m.data, m2.data) and np.array_equal(m.indices, m2.indices)
+        assert np.array_equal(d, d2) and c == c2
+    from dycore.solvers.amg import vcycle_reference
+    b = rng.standard_normal(n)
+    assert np.array_equal(vcycle_reference(h, b), vcycle_reference(g, b))
+
+
+def test_cache_directory_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("DYCORE_CACHE_DIR", str(tmp_path / "c"))
+    assert cache_directory() == tmp_path / "c"
+    for off in ("off", "0", "none", ""):
+        monkeypatch.setenv("DYCORE_CACHE_DIR", off)
+        assert cache_directory() is None
+    monkeypatch.delenv("DYCORE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert cache_directory() == tmp_path / "x" / "dycore"
+
+
+def test_the_cache_is_pruned_least_recently_used_first(tmp_path, monkeypatch):
+    import os
+    monkeypatch.setenv("DYCORE_CACHE_MAX_GB", "1")
+    caches = [SetupCache(tmp_path, (np.array([i]),)) for i in range(3)]
+    for i, c in enumerate(caches):
+        c.store("x", {"a": np.zeros(100)})
+        os.utime(c.folder, (1000 + i, 1000 + i))       # 0 oldest, 2 newest
+    assert caches[0].load("x") is not None              # 0 used again: now the newest
+
+    def size(c):
+        return sum(f.stat().st_size for f in c.folder.iterdir())
+    room = size(caches[0]) + size(caches[2]) + 10        # bytes: room for two of three
+    monkeypatch.setenv("DYCORE_CACHE_MAX_GB", str(room / 1e9))
+    caches[0]._prune()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([caches[0].folder.name, caches[2].folder.name])
+
+
+def test_off_means_always_build(tmp_path):
+    c = SetupCache(None)
+    built = []
+    for _ in range(2):
+        got = c.get("x", lambda: built.append(1) or {"a": np.arange(3.0)})
+        assert np.array_equal(got["a"], np.arange(3.0))
+    assert built == [1, 1] and c.misses == ["x", "x"] and c.folder is None
+
+
+def test_device_solvers_take_the_amg_hierarchy_from_the_cache(tmp_path):
+    """Device solver mode (simulator): the second build loads the pressure hierarchy, and it
+    is the hierarchy PyAMG builds afresh, bit for bit."""
+    over = {"backend.name": "gpu", "backend.solver_mode": "device"}
+    first = Simulation(_config(**over), setup_cache=tmp_path)
+    name = "amg-chebyshev-2-500"
+    assert first.setup_cache.misses == ["sparsity", "operators", name]
+    second = Simulation(_config(**over), setup_cache=tmp_path)
+    assert second.setup_cache.hits == ["sparsity", "operators", name]
+    assert "pressure AMG set-up (host, once)" not in second.timers.as_dict()
+    fresh = HostHierarchy(second.ops.pressure_host, "chebyshev", 2).as_arrays()
+    stored = second.setup_cache.load(name)
+    assert sorted(fresh) == sorted(stored)
+    for key, value in fresh.items():
+        assert np.array_equal(value, stored[key]), key
+    assert second.systems.amg_sizes == first.systems.amg_sizes
