@@ -1,7 +1,7 @@
-"""``output.sections`` (issue 23): 2-D UGRID section files that uxarray and xugrid open, whose
-values are the P1 interpolation of the 3-D output (checked against an independent
-point-in-tetrahedron barycentric interpolation), that the UGRID checker passes, and that a
-restart continues bit for bit."""
+"""``output.sections`` (issue 23): 2-D UGRID section files that uxarray, xugrid and VTK's
+netCDF UGRID reader (ParaView's) open, whose values are the P1 interpolation of the 3-D output
+(checked against an independent point-in-tetrahedron barycentric interpolation), that the UGRID
+checker passes, and that a restart continues bit for bit."""
 from __future__ import annotations
 
 import json
@@ -119,6 +119,38 @@ def test_uxarray_and_xugrid_read_the_sections(run):
         assert uxds.uxgrid.n_face == n_faces and uxds["w"].shape == (n_time, w.shape[1])
         np.testing.assert_array_equal(uxds["w"].values, w)
         uxds.close()
+
+
+def test_paraviews_ugrid_reader_reads_the_sections(run):
+    """VTK's vtkNetCDFUGRIDReader (ParaView's "NetCDF UGRID reader"): every time step, every
+    field, the node coordinates in the plane (the third one 0)."""
+    from vtkmodules.util.numpy_support import vtk_to_numpy
+    from vtkmodules.vtkCommonExecutionModel import vtkStreamingDemandDrivenPipeline
+    from vtkmodules.vtkIONetCDF import vtkNetCDFUGRIDReader
+
+    for path in _files(run).values():
+        with netCDF4.Dataset(path) as sec:
+            sec.set_auto_mask(False)
+            times = [float(t) for t in sec["time"][:]]
+            names = sec["mesh2d"].node_coordinates.split()
+            plane = np.column_stack([sec[n][:] for n in names])
+            fields = {name: np.asarray(sec[name][:]) for name in FIELDS}
+            n_faces = len(sec.dimensions["nfaces"])
+        reader = vtkNetCDFUGRIDReader()
+        reader.SetFileName(str(path))
+        reader.UpdateInformation()
+        assert list(reader.GetOutputInformation(0).Get(
+            vtkStreamingDemandDrivenPipeline.TIME_STEPS())) == times
+        for k, t in enumerate(times):
+            reader.UpdateTimeStep(t)
+            grid = reader.GetOutput()
+            assert grid.GetNumberOfCells() == n_faces
+            points = vtk_to_numpy(grid.GetPoints().GetData())
+            np.testing.assert_array_equal(points[:, :2], plane)
+            assert not points[:, 2].any()
+            for name, values in fields.items():
+                got = vtk_to_numpy(grid.GetPointData().GetArray(name))
+                np.testing.assert_array_equal(got, values[k], err_msg=f"{path.name} {name} {t}")
 
 
 def test_ugrid_and_cf_checkers(run, tmp_path):
