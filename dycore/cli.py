@@ -248,14 +248,27 @@ def _run_overrides(args: argparse.Namespace) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if not args.nvtx:
+        return _run(args)
+    import os
+
+    from dycore.backend.stage_hooks import NVTX_ENV
+
+    previous = os.environ.get(NVTX_ENV)
+    os.environ[NVTX_ENV] = "1"             # read when the stage timers are made
+    try:
+        return _run(args)
+    finally:                               # main() may be called again in the same process
+        if previous is None:
+            os.environ.pop(NVTX_ENV, None)
+        else:
+            os.environ[NVTX_ENV] = previous
+
+
+def _run(args: argparse.Namespace) -> int:
     from dycore.errors import OutputError
     from dycore.timestepping.simulation import run_from_config
 
-    if args.nvtx:
-        from dycore.backend.stage_hooks import NVTX_ENV
-        import os
-
-        os.environ[NVTX_ENV] = "1"
     overrides, set_keys = _with_set(args, _run_overrides(args))
     config = _load_with_t_end(args.config, overrides, args.t_end, set_keys)
     from dycore.parallel.run import launched_ranks

@@ -197,11 +197,17 @@ def _nccl(report: Report) -> None:
     report.add("nccl", "wheel", ", ".join(f"{n} {_version(n)}" for n in wheels)
                or "not installed")
     if report.facts.get("cupy"):
-        from cupy.cuda import nccl
+        try:
+            from cupy.cuda import nccl
 
-        version = nccl.get_version() if getattr(nccl, "available", True) else None
+            version = nccl.get_version() if getattr(nccl, "available", True) else None
+        except Exception as exc:  # noqa: BLE001 - NCCL library missing or broken
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            version, why = None, f"{type(exc).__name__}: {first}"
+        else:
+            why = "not available"
         report.add("nccl", "cupy.cuda.nccl", f"version {version}" if version else
-                   "not available", bool(version))
+                   f"{why} (needed only by runs over several GPUs)")
     else:
         report.add("nccl", "cupy.cuda.nccl", "(no CuPy)")
 

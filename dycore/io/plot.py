@@ -19,9 +19,9 @@ import numpy as np
 from dycore.errors import OutputError
 from dycore.io.netcdf import DIAGNOSTICS, FIELDS, NOT_RECORDED, open_output, read_last_snapshot
 
-__all__ = ["PlaneSection", "plane_section", "SectionMesh", "section_mesh", "sample_section", "GroundSurface", "ground_surface",
-           "plot_w", "plot_diagnostics", "nice_interval", "save_png", "colour_scale",
-           "ColourScale", "PERTURBATION_FIELDS"]
+__all__ = ["PlaneSection", "plane_section", "SectionMesh", "section_mesh", "sample_section",
+           "GroundSurface", "ground_surface", "plot_w", "plot_diagnostics", "nice_interval",
+           "save_png", "colour_scale", "ColourScale", "PERTURBATION_FIELDS"]
 
 _AXES = "xyz"
 

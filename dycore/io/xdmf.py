@@ -9,8 +9,8 @@ as XDMF: ``FILE.xdmf`` (XML) and the folder ``FILE-stem_xdmf/`` beside it with t
   the XML names them.
 
 After every snapshot the XML is written anew to a temporary file and renamed over ``FILE.xdmf``
-(atomic), so at any moment — a run killed with SIGKILL included — ``FILE.xdmf`` lists exactly the
-snapshots whose data files are complete, and opens in ParaView and VTK.
+(atomic), so at any moment (a run killed with SIGKILL included) ``FILE.xdmf`` lists exactly
+the snapshots whose data files are complete, and opens in ParaView and VTK.
 
 XML layout (XDMF 3): a temporal collection ``fields`` of the tetrahedral grid, one grid per
 snapshot (its time: the model time in seconds), with the node arrays under their plain netCDF

@@ -109,3 +109,24 @@ def test_paused_timers_call_no_hook(paused):
         with timers("a"):
             pass
         assert recorder.events == [("push", "a"), ("pop", None)]
+
+
+def test_run_nvtx_flag_turns_ranges_on_for_that_run_only(monkeypatch, tmp_path, capsys):
+    from dycore import cli
+
+    recorder = Recorder()
+    monkeypatch.delenv(stage_hooks.NVTX_ENV, raising=False)
+    monkeypatch.setattr(stage_hooks, "nvtx_ranges", lambda: stage_hooks.NvtxRanges(
+        recorder.push, recorder.pop, "test"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.yaml").write_text("mesh: {nx: 2, ny: 2, nz: 2}\n"
+                                       "time: {dt: 10.0, t_end: 10.0}\n"
+                                       "output: {path: out.nc, progress: false}\n")
+    assert cli.main(["run", "run.yaml", "--nvtx", "-q"]) == 0
+    pushed = [name for kind, name in recorder.events if kind == "push"]
+    assert pushed.count("step (total)") == 1 and "solve pressure" in pushed
+    assert recorder.depth == 0
+    assert stage_hooks.NVTX_ENV not in __import__("os").environ     # restored after the run
+    before = len(recorder.events)
+    assert cli.main(["run", "run.yaml", "-q", "--overwrite"]) == 0
+    assert len(recorder.events) == before                           # off again
