@@ -38,6 +38,8 @@ def test_tutorial_runs(script, tmp_path):
     assert sum(name.endswith(".png") for name in files) >= 2, files
     if script.stem == "mountainwave3d":
         assert "equal to the in-memory run" in proc.stdout
+        assert (tmp_path / "mountainwave3d.section_z2000m.nc").is_file()
+        assert (tmp_path / "mountainwave3d_section_w.png").is_file()
         with netCDF4.Dataset(tmp_path / "mountainwave3d.nc") as ds:
             assert ds["time"][:].tolist() == [0.0, 10.0, 20.0, 30.0]
             assert np.isfinite(ds["w"][:]).all() and np.abs(ds["w"][-1]).max() > 0.0
