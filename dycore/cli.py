@@ -851,7 +851,8 @@ def main(argv: list[str] | None = None) -> int:
         return failed(str(exc), EXIT_ERROR)
     except KeyboardInterrupt:
         return failed("interrupted", EXIT_INTERRUPTED)
-    finally:
+    finally:                 # back to the default state for a later call in this process
         for handler in [h for h in logger.handlers if isinstance(h, _LogFileHandler)]:
             logger.removeHandler(handler)
             handler.close()
+        _setup_logging()

@@ -154,3 +154,12 @@ def test_shipped_small_config_gets_no_gpu_setting_notice(caplog):
     with caplog.at_level(logging.INFO, logger="dycore"):
         check_backend_settings(config)
     assert "backend.assembly = deterministic: GPU setting(s), ignored" in caplog.text
+
+
+def test_logging_state_is_restored_after_each_call(tiny, capsys):
+    logger = logging.getLogger("dycore")
+    assert cli.main(["-q", "--log-file", "x.log", "config", "--schema"]) == 0
+    assert logger.level == logging.INFO
+    assert [h.level for h in logger.handlers if isinstance(h, cli._StderrHandler)] == [
+        logging.INFO]
+    assert not any(isinstance(h, cli._LogFileHandler) for h in logger.handlers)
