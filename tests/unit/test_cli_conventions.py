@@ -131,7 +131,13 @@ def test_schema_is_the_shipped_file_and_checks_configs(tmp_path, capsys):
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     for path in sorted((REPO / "configs").glob("*.yaml")):
-        assert list(validator.iter_errors(yaml.safe_load(path.read_text()))) == [], path
+        text = path.read_text()
+        assert list(validator.iter_errors(yaml.safe_load(text))) == [], path
+        # the first line points editors (the YAML language server) at the schema
+        first = text.splitlines()[0]
+        assert first == "# yaml-language-server: $schema=../docs/config-schema.json", path
+        assert (path.parent / first.split("=", 1)[1]).resolve() == (
+            REPO / "docs" / "config-schema.json")
     for bad, where in (({"mesh": {"nxx": 4}}, "nxx"), ({"time": {"dt": -1}}, "dt"),
                        ({"backend": {"name": "tpu"}}, "tpu"), ({"timee": {}}, "timee"),
                        ({"output": {"progress": "maybe"}}, "maybe")):
