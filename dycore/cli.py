@@ -583,7 +583,9 @@ def _add_bench(subparsers) -> None:
                         help="scaling mesh sizes (default: 12x12x10 24x24x20 48x48x40 "
                              "96x96x80)")
     parser.add_argument("--parts", default="kernels,assembly,steps,scaling",
-                        help="comma-separated subset of kernels,assembly,steps,scaling")
+                        help="comma-separated subset of kernels,assembly,steps,scaling,run "
+                             "(run: whole runs split into set-up, steps, output; --steps "
+                             "steps each; not in the default)")
     parser.add_argument("--block", type=_block_size, default=128, metavar="THREADS",
                         help="GPU threads per block of the element kernels: a multiple of 32 "
                              "up to 256 (default: 128)")

@@ -297,10 +297,15 @@ class LinearSolverConfig(_Section):
                                              "host gmres rounds it up to whole restart cycles",
                                  ge=1)
     restart: int = _field(30, unit="iterations", description="GMRES restart length", ge=1)
+    precision: Literal["float64", "float32"] = _field(
+        "float64", unit="-", description="storage of the AMG levels' matrix values in device "
+        "mode (float32: 2/3 of the bytes per nonzero, arithmetic stays float64; pressure with "
+        "amg only; strict mode and host solvers use float64)")
 
 
 _SOLVER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "pressure": {"method": "cg", "preconditioner": "amg", "rtol": 1e-10, "max_iterations": 500},
+    "pressure": {"method": "cg", "preconditioner": "amg", "rtol": 1e-10, "max_iterations": 500,
+                 "precision": "float32"},
     "momentum": {"method": "gmres", "preconditioner": "block_jacobi", "rtol": 1e-10,
                  "max_iterations": 500},
     "tracer": {"method": "gmres", "preconditioner": "jacobi", "rtol": 1e-10,
@@ -339,8 +344,14 @@ class SolversConfig(_Section):
         if self.pressure.method != "cg":
             problems.append(("pressure.method", "expected 'cg' (the pressure system is SPD)",
                              self.pressure.method))
+        if self.pressure.precision == "float32" and self.pressure.preconditioner != "amg":
+            problems.append(("pressure.precision", "float32 needs preconditioner amg (it "
+                             "stores the AMG levels' matrices)", self.pressure.precision))
         for system in ("momentum", "tracer"):
             solver = getattr(self, system)
+            if solver.precision != "float64":
+                problems.append((f"{system}.precision", "expected float64 (float32 is for the "
+                                 "pressure AMG levels)", solver.precision))
             if solver.preconditioner == "amg":
                 problems.append((f"{system}.preconditioner",
                                  "expected one of jacobi, block_jacobi, ilu, none "

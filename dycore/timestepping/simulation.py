@@ -111,7 +111,7 @@ class Simulation:
         settings = {"case": data["case"]["name"],
                     "stabilisation": data["physics"]["stabilisation"],
                     "no_normal_flow": data["physics"]["no_normal_flow"],
-                    "pressure": data["solvers"]["pressure"],
+                    "pressure_preconditioner": data["solvers"]["pressure"]["preconditioner"],
                     "backend": type(self.backend).__name__,
                     "assembly": getattr(self.backend, "assembly", None),
                     "strict": bool(getattr(self.backend, "strict", False)),
