@@ -33,9 +33,10 @@ bench: install
 bench-smoke: install
 	$(PYTHON) -m dycore bench configs/mountainwave3d_small.yaml --mesh 4,4,3 --repeat 2 --paths cpu --json output/bench_smoke.json
 
-# generated files: the key reference and the element loops (drift tests check both)
+# generated files: the key reference, the JSON Schema and the element loops (drift tests check them)
 docs: install
 	$(PYTHON) -m dycore config --reference > docs/config-reference.md
+	$(PYTHON) -m dycore config --schema > docs/config-schema.json
 	$(PYTHON) -m dycore.assembly.codegen
 
 # on a GPU machine (offline, wheels in .whl/): environment + CPU-vs-GPU checks + timings

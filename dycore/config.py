@@ -40,7 +40,8 @@ from dycore.errors import ConfigError
 __all__ = [
     "CaseConfig", "MeshConfig", "PhysicsConfig", "TimeConfig", "LinearSolverConfig",
     "SolversConfig", "BackendConfig", "OutputConfig", "StabilityConfig", "Config",
-    "load_config", "default_config", "config_reference_markdown",
+    "load_config", "default_config", "config_reference_markdown", "config_json_schema",
+    "parse_section",
 ]
 
 _CONFIG_ERROR = "config_value"          # pydantic error type carrying an explicit sub-key
@@ -434,6 +435,13 @@ class OutputConfig(_Section):
         description="model time between checkpoints (0 = none): the state of that step replaces "
                     "FILE's stem + .checkpoint.nc atomically, for `dycore run --restart`; a "
                     "whole multiple of time.dt", ge=0)
+    sections: list[str] = _field(
+        list, unit="m",
+        description="plane sections written with every snapshot, each as a 2-D UGRID triangle "
+                    "mesh (CF netCDF, readable by uxarray, xugrid and ParaView) in its own file "
+                    "FILE's stem + .section_<axis><level>m.nc beside FILE, the P1 fields "
+                    "interpolated exactly: 'z=3000' a horizontal level, 'y=0' a vertical "
+                    "section (docs/output.md)")
 
     @field_validator("path")
     @classmethod
@@ -449,6 +457,14 @@ class OutputConfig(_Section):
             raise ValueError("a non-empty path")
         return value
 
+    @field_validator("sections")
+    @classmethod
+    def _check_sections(cls, value: list[str]) -> list[str]:
+        planes = [parse_section(item) for item in value]
+        if len(set(planes)) != len(planes):
+            raise ValueError("each section at most once")
+        return value
+
     @field_validator("formats")
     @classmethod
     def _check_formats(cls, value: list[str]) -> list[str]:
@@ -458,6 +474,23 @@ class OutputConfig(_Section):
         if len(set(value)) != len(value):
             raise ValueError("each format at most once")
         return value
+
+
+_SECTION = re.compile(r"\s*([xyz])\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*")
+
+
+def parse_section(text: str) -> tuple[int, float]:
+    """``'z=3000'`` of ``output.sections`` as (axis 0/1/2, level [m]).
+
+    Raises
+    ------
+    ValueError
+        Not ``AXIS=LEVEL`` with AXIS x, y or z and a finite LEVEL in metres.
+    """
+    match = _SECTION.fullmatch(str(text))
+    if match is None:
+        raise ValueError(f"a plane AXIS=LEVEL [m] such as z=3000 or y=0, not {text!r}")
+    return "xyz".index(match.group(1)), float(match.group(2))
 
 
 # ---------------------------------------------------------------------------------- stability
@@ -891,3 +924,26 @@ def config_reference_markdown(*, include_case_parameters: bool = True) -> str:
         parts.extend(rows)
         parts.append("")
     return "\n".join(parts)
+
+
+def config_json_schema() -> dict:
+    """JSON Schema (draft 2020-12) of a configuration file, from the pydantic models.
+
+    Editors check a YAML file against it (e.g. the YAML language server with a first line
+    ``# yaml-language-server: $schema=<path or URL of the schema>``): unknown keys
+    (``additionalProperties: false``), types, enumerations and bounds. Checks across keys
+    (``mesh.file`` with generator keys, the mesh fitting the domain, ...) and
+    ``case.parameters`` (a mapping whose keys depend on the case) are left to
+    :func:`load_config`. Each property carries the unit of the key reference as ``unit``
+    (a keyword validators ignore).
+
+    Returns
+    -------
+    dict
+        The schema; ``json.dumps`` it (``dycore config --schema``).
+    """
+    schema = Config.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            **schema, "title": "dycore configuration",
+            "description": "A dycore YAML configuration file (docs/config-reference.md lists "
+                           "every key, default and unit)"}

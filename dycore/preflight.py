@@ -158,8 +158,9 @@ def check_backend_settings(config) -> None:
     """Refuse or announce backend settings that ``backend.name`` would silently ignore.
 
     ``solver_mode: device`` with ``name: cpu`` is an error (the user asked for GPU solvers);
-    ``assembly`` / ``strict`` set with ``name: cpu`` and ``threads`` above the cores numba
-    can use are one-line notices (``dycore validate`` does use assembly and strict for its
+    ``assembly`` / ``strict`` set to a value other than their default with ``name: cpu``
+    (a shipped file that spells out ``assembly: atomic`` gets none) and ``threads`` above the
+    cores numba can use are one-line notices (``dycore validate`` does use assembly and strict for its
     GPU side, so a shared file may carry them).
 
     Raises
@@ -172,9 +173,10 @@ def check_backend_settings(config) -> None:
             f"{_where(config)}backend.solver_mode: 'device' (solvers on the GPU) needs "
             f"backend.name 'gpu' or 'auto', but backend.name is 'cpu'; use --backend gpu, or "
             f"solver_mode 'host' (--solver-mode host) (got 'device')")
-    if b.name == "cpu":
+    if b.name == "cpu":                # a spelled-out default changes nothing: no notice
         ignored = [f"backend.{key} = {_yaml(getattr(b, key))}" for key in ("assembly", "strict")
-                   if key in b.model_fields_set]
+                   if key in b.model_fields_set
+                   and getattr(b, key) != type(b).model_fields[key].default]
         if ignored:
             log.warning("notice: %s: GPU setting(s), ignored with backend.name = cpu (the CPU "
                         "path is always deterministic)", ", ".join(ignored))

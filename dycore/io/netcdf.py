@@ -414,10 +414,12 @@ class SnapshotWriter:
 
         record = (_rows_per_chunk(0),)
         step = self._variable("step", "i4", ("step",), record)
-        step.long_name = "time-step number (1 = first step)"
+        step.setncatts({"long_name": "time-step number (1 = first step)", "units": "1"})
+        # no standard_name "time" here: CF tools (cf_xarray's ds.cf["time"]) must find one time
+        # coordinate, the snapshots' ``time``; this is a second time axis, of the step records
         diag_time = self._variable("diag_time", "f8", ("step",), record, fill_value=np.nan)
-        diag_time.setncatts({"standard_name": "time", "long_name": "model time at the end of the "
-                             "step", "units": TIME_UNITS, "calendar": CALENDAR,
+        diag_time.setncatts({"long_name": "model time at the end of the step",
+                             "units": TIME_UNITS, "calendar": CALENDAR,
                              "units_metadata": "leap_seconds: none"})
         picard = self._variable("picard_change", "f8", ("step", "picard"),
                                 (_rows_per_chunk(0, self.picard_iterations),

@@ -81,11 +81,12 @@ def _run(args, config, comm) -> int:
         return EXIT_CONFIG_ERROR if isinstance(exc, ConfigError) else EXIT_ERROR
     if comm.rank != 0:
         return EXIT_OK
-    print(summary.timers_table)
+    if not getattr(args, "quiet", False):
+        print(summary.timers_table)
     print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time "
           f"on {comm.size} MPI ranks")
     print(f"output: {summary.output_path}")
-    if "xdmf" in config.output.formats:
-        from dycore.cli import _export_xdmf
-        _export_xdmf(summary.output_path)
+    if "xdmf" in config.output.formats:          # written with each snapshot on rank 0
+        from dycore.cli import _print_xdmf
+        _print_xdmf(summary.output_path)
     return EXIT_OK

@@ -149,7 +149,10 @@ class Simulation:
         """One time step; returns its diagnostics."""
         with self.timers("step (total)"):
             info = self.stepper.step(self.state)   # ends with a device→host read of its scalars
-        return step_diagnostics(info)
+        diag = step_diagnostics(info)
+        log.debug("step to t = %g s: %d Picard iteration(s), solver iterations %s",
+                  self.state.t, diag["picard_iterations"], info.iterations)
+        return diag
 
     def run(self, until: float | None = None, *, steps: int | None = None,
             callbacks=()) -> int:
@@ -253,6 +256,17 @@ def _result_keys(config) -> dict:
             if key != "time.t_end" and not key.startswith("output.")}
 
 
+def _portable_keys(keys: dict) -> dict:
+    """``keys`` with every absolute path in a text value written as the output file's
+    ``config`` attribute stores it (:func:`dycore.io.netcdf.portable_text`: relative to the
+    working directory below it, else the file name), so ``mesh.file: /data/m.msh`` matches the
+    file's ``m.msh`` (the mesh itself is compared bit for bit by :func:`check_restart_mesh`)."""
+    from dycore.io.netcdf import portable_text
+
+    return {key: portable_text(value) if isinstance(value, str) else value
+            for key, value in keys.items()}
+
+
 def check_restart_config(config, point) -> None:
     """Refuse a restart whose configuration differs from the file's ``config`` attribute in any
     key that changes the result (all but :data:`RESTART_FREE_KEYS`); ConfigError names them."""
@@ -267,7 +281,7 @@ def check_restart_config(config, point) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{point.path}: cannot restart: its config attribute is not a "
                           f"configuration this dycore version reads ({first})") from None
-    ours, theirs = _result_keys(config), _result_keys(stored)
+    ours, theirs = _portable_keys(_result_keys(config)), _portable_keys(_result_keys(stored))
     differ = [key for key in sorted(set(ours) | set(theirs)) if ours.get(key) != theirs.get(key)]
     if differ:
         source = config.source_path if config.source_path is not None else "the run"
@@ -360,6 +374,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     from dycore.errors import InstabilityError
     from dycore.io.background import BackgroundWriter, DiagnosticsBuffer
     from dycore.io.netcdf import SnapshotWriter
+    from dycore.io.followers import attach_followers
     from dycore.timestepping.run_split import RunSplit
     from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
                                   inflow_speed, notice_backend_fallback)
@@ -455,6 +470,7 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     else:
         writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
                                 version=__version__, title=f"dycore {config.case.name}")
+    writer = attach_followers(writer, config, sim.mesh, kept=writer._n_time if append else 0)
     split = RunSplit(wall0)
     split.setup_done()
     # every write runs on the writer thread, in order (dycore.io.background); the per-step

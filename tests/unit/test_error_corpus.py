@@ -230,6 +230,15 @@ CASES: list[Case] = [
       "placeholders only from {case}, {config}; unknown {name}"),
     c("output-path-brace", {"output": {"path": "{case.nc"}}, 2, "output.path",
       "a path with valid {} placeholders"),
+    c("output-sections-bad", {"output": {"sections": ["z:1000"]}}, 2, "output.sections",
+      "expected a plane AXIS=LEVEL [m] such as z=3000 or y=0, not 'z:1000'"),
+    c("output-sections-twice", {"output": {"sections": ["z=1000", "z = 1000.0"]}}, 2,
+      "output.sections", "each section at most once"),
+    c("output-sections-outside", {"output": {"sections": ["z=-500"]}}, 1,
+      "output.sections: the plane z = -500 m does not cut the mesh (z from"),
+    c("output-sections-exist", {"output": {"sections": ["z=1000"]}}, 1,
+      "out.section_z1000m.nc: section file(s) of output.sections exist; pass --overwrite",
+      setup=("section-file",)),
     c("output-formats-no-netcdf", {"output": {"formats": ["xdmf"]}}, 2, "output.formats",
       "expected a list that contains netcdf"),
     c("output-formats-unknown", {"output": {"formats": ["netcdf", "vtu"]}}, 2,
@@ -250,7 +259,7 @@ CASES: list[Case] = [
     c("output-exists", {}, 1, "out.nc: output file exists; pass --overwrite",
       setup=("prev",)),
     c("output-xdmf-exists", {"output": {"formats": ["netcdf", "xdmf"]}}, 1,
-      "out.xdmf and out.h5: XDMF output exists; pass --overwrite", setup=("xdmf",)),
+      "out.xdmf and out_xdmf: XDMF output exists; pass --overwrite", setup=("xdmf",)),
     c("output-checkpoint-exists", {}, 1, "out.checkpoint.nc: checkpoint file exists",
       "pass --overwrite", setup=("checkpoint-only",)),
     c("output-path-directory", {"output": {"path": "outdir"}}, 1,
@@ -297,6 +306,27 @@ CASES: list[Case] = [
       "outdir: output.path (--output) is a directory", setup=("outdir",)),
     a("flag-output-proc", RUN + ("--output", "/proc/x.nc"), 1,
       "/proc/x.nc: output.path (--output) cannot be created: no file can be written in /proc"),
+    a("flag-set-no-equals", RUN + ("--set", "time.dt"), 2,
+      "argument --set: expected KEY.PATH=VALUE such as time.dt=5 (got 'time.dt')"),
+    a("flag-set-unknown-key", RUN + ("--set", "mesh.bogus=3"), 2,
+      "--set mesh.bogus: unknown key; expected one of file, nx"),
+    a("flag-set-bad-value", RUN + ("--set", "time.dt=-1"), 2,
+      "--set time.dt: expected greater than 0 (got -1)"),
+    a("flag-set-twice", RUN + ("--set", "time.dt=5", "--set", "time.dt=6"), 2,
+      "--set time.dt: given more than once"),
+    a("flag-set-and-flag", RUN + ("--set", "time.t_end=20", "--t-end", "30"), 2,
+      "--set time.t_end: also set by --t-end; give one of them"),
+    a("flag-verbose-and-quiet", RUN + ("-v", "-q"), 2,
+      "argument -q/--quiet: not allowed with argument -v/--verbose"),
+    a("flag-verbose-before-quiet-after", ("-v",) + RUN + ("-q",), 2,
+      "-v/--verbose and -q/--quiet: give one of them"),
+    a("flag-log-file-directory", RUN + ("--log-file", "outdir"), 1,
+      "--log-file outdir: cannot open the log file for appending (Is a directory)",
+      setup=("outdir",)),
+    a("config-two-modes", ("config", "run.yaml", "--schema"), 2,
+      "give one of CONFIG, --reference, --schema (got CONFIG and --schema)"),
+    a("config-set-without-config", ("config", "--set", "time.dt=5"), 2,
+      "--set time.dt: needs CONFIG (the file it overrides)"),
     a("command-missing", (), 2, "the following arguments are required: COMMAND"),
     a("command-unknown", ("fly",), 2, "argument COMMAND: invalid choice: 'fly'"),
     a("run-no-config", ("run",), 2, "the following arguments are required: CONFIG"),
@@ -455,7 +485,7 @@ CASES: list[Case] = [
     a("config-missing-file", ("config", "absent.yaml"), 2,
       "absent.yaml: configuration file not found"),
     a("config-and-reference", ("config", "run.yaml", "--reference"), 2,
-      "give either CONFIG or --reference, not both"),
+      "give one of CONFIG, --reference, --schema (got CONFIG and --reference)"),
     a("validate-tolerance-negative", ("validate", "run.yaml", "--tolerance", "-1"), 2,
       "--tolerance: expected a number >= 0, got -1.0"),
     a("bench-block-size", ("bench", "--block", "100"), 2,
@@ -520,13 +550,15 @@ def _setup(names, folder: Path, previous: Path) -> None:
             os.link(folder / "out.nc", folder / "link.png")
         elif name == "notes":
             (folder / "notes.txt").write_text("not a netCDF file\n")
+        elif name == "section-file":
+            (folder / "out.section_z1000m.nc").write_text("")
         elif name == "outdir":
             (folder / "outdir").mkdir()
         elif name == "yaml-folder":
             (folder / "run.yaml").mkdir()
         elif name == "xdmf":
             (folder / "out.xdmf").write_text("")
-            (folder / "out.h5").write_text("")
+            (folder / "out_xdmf").mkdir()
         elif name == "foreign":
             with netCDF4.Dataset(folder / "foreign.nc", "w") as ds:
                 ds.createDimension("n", 3)
