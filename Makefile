@@ -16,7 +16,7 @@ run: install
 
 # compare w of $(OUTPUT) (made by `make run`) with 3-D linear theory (docs/verify.md)
 verify: install
-	$(PYTHON) -m dycore verify $(OUTPUT) --png $(basename $(OUTPUT))_verify.png --json $(basename $(OUTPUT))_verify.json
+	$(PYTHON) -m dycore verify $(OUTPUT) --png $(basename $(OUTPUT))_verify.png --json $(basename $(OUTPUT))_verify.json --overwrite
 
 run-paper: install
 	$(PYTHON) -m dycore run configs/mountainwave3d.yaml --steps 5 --overwrite
@@ -33,9 +33,10 @@ bench: install
 bench-smoke: install
 	$(PYTHON) -m dycore bench configs/mountainwave3d_small.yaml --mesh 4,4,3 --repeat 2 --paths cpu --json output/bench_smoke.json
 
-# generated files: the key reference and the element loops (drift tests check both)
+# generated files: the key reference, the JSON Schema and the element loops (drift tests check them)
 docs: install
 	$(PYTHON) -m dycore config --reference > docs/config-reference.md
+	$(PYTHON) -m dycore config --schema > docs/config-schema.json
 	$(PYTHON) -m dycore.assembly.codegen
 
 # on a GPU machine (offline, wheels in .whl/): environment + CPU-vs-GPU checks + timings

@@ -102,14 +102,14 @@ def open_output(path: str | Path, **kwargs: Any):
     Raises
     ------
     OutputError
-        xarray (or netCDF4) is not installed (``pip install xarray netCDF4``, or the package's
-        ``test`` extra), the file cannot be opened, or it is not a dycore output file.
+        xarray (or netCDF4) is not installed (both are dependencies of dycore: a broken
+        install), the file cannot be opened, or it is not a dycore output file.
     """
     try:
         import xarray as xr
     except ImportError as exc:
-        raise OutputError(f"dycore.open_output needs the xarray package ({exc}); install it "
-                          "with `pip install xarray` or `pip install -e \".[test]\"`") from None
+        raise OutputError(f"dycore.open_output needs the xarray package ({exc}), a dependency "
+                          "of dycore: reinstall with `pip install -e .`") from None
     from dycore.io.netcdf import _import_netcdf4
 
     _import_netcdf4()  # a clear OutputError naming netCDF4 when it is missing

@@ -1,11 +1,13 @@
 """The ``dycore`` command line: ``dycore run | plot | export | config | validate | bench | verify
-| mesh``.
+| mesh | doctor``.
 
 Each subcommand is one ``_add_<name>(subparsers)`` function that defines its arguments and sets
 its handler; :data:`_COMMANDS` lists them, so a new subcommand (``validate``, ``bench``) is one
 function plus one entry. Every :class:`~dycore.errors.DycoreError` is reported as
 ``dycore: error: <message>`` on stderr (one line per line of the message, e.g. one per invalid
-configuration key), without a traceback; exit status 2 for configuration errors, 1 for others.
+configuration key), without a traceback; exit status 2 for configuration errors, 1 for others;
+``dycore doctor`` exits 3 when a GPU run cannot work here. ``-v`` / ``-q`` / ``--log-file`` work
+before and after the subcommand; ``--set KEY.PATH=VALUE`` on every subcommand with a CONFIG.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import argparse
 import logging
 import math
 import sys
+import time
 from pathlib import Path
 
 from dycore import __version__
@@ -65,12 +68,37 @@ def _block_size(text: str) -> int:
     return value
 
 
+def _check_image_path(flag: str, path: Path | None) -> None:
+    """Refuse an image file name matplotlib cannot write (before any work is done)."""
+    if path is None or not path.suffix:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if path.suffix[1:].lower() not in formats:
+        raise ConfigError(f"{flag} {path}: unknown image format {path.suffix!r}; expected a "
+                          f"file name ending in one of {', '.join('.' + f for f in formats)}")
+
+
+def _check_writes(outputs: dict, inputs: dict, *, overwrite: bool | None = None) -> None:
+    """Refuse outputs that are inputs (same file), and (``overwrite`` False) existing outputs."""
+    from dycore.errors import OutputError
+    from dycore.io.safety import check_outputs_not_inputs
+
+    check_outputs_not_inputs(outputs, inputs)
+    if overwrite is False:
+        for flag, out in outputs.items():
+            if out is not None and out.is_file():
+                raise OutputError(f"{out}: {flag} file exists; pass --overwrite to replace it")
+
+
 # ----------------------------------------------------------------------------------- run
 def _add_run(subparsers) -> None:
     parser = subparsers.add_parser(
         "run", help="run a simulation from a YAML configuration",
         description="Run the case of CONFIG and write its netCDF output (and, with "
-                    "output.formats: [netcdf, xdmf], an XDMF export for ParaView at the end); "
+                    "output.formats: [netcdf, xdmf], an XDMF series for ParaView, with "
+                    "output.sections 2-D UGRID section files, both snapshot by snapshot); "
                     "print the stage-timer table and the output path at the end. Options "
                     "override the file.")
     parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
@@ -88,6 +116,10 @@ def _add_run(subparsers) -> None:
     parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
                         help="override backend.strict (GPU: no FMA contraction)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--nvtx", action="store_true",
+                        help="NVTX ranges around every timed stage, named as the stage timers, "
+                             "for Nsight Systems (same as DYCORE_NVTX=1; needs CuPy or the nvtx "
+                             "package, a notice otherwise)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the output file (and its XDMF export) if it exists "
                              "(default: refuse)")
@@ -118,19 +150,101 @@ def _restart_arg(text: str) -> tuple[Path, float | None]:
     return Path(text), None
 
 
-def _load_with_t_end(path: Path, overrides: dict, t_end: float | None):
-    """``load_config(path, overrides)`` with ``--t-end`` applied, naming the flag when it is
-    shorter than the file's time step (the file's own ``time.dt`` is not the mistake)."""
+def _set_item(text: str) -> tuple[str, object]:
+    """``KEY.PATH=VALUE`` of ``--set``: (the dotted key, VALUE read as a YAML scalar or flow
+    collection: ``5`` an int, ``1e-8`` a float, ``null``, ``[netcdf, xdmf]`` a list)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise argparse.ArgumentTypeError(
+            f"expected KEY.PATH=VALUE such as time.dt=5 (got {text!r})")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value                   # not YAML: the text itself (validation judges it)
+    return key, parsed
+
+
+def _with_set(args: argparse.Namespace, overrides: dict) -> tuple[dict, tuple[str, ...]]:
+    """``overrides`` (from the subcommand's own flags) merged with the ``--set`` items:
+    (nested overrides, the dotted keys given by --set). A key given twice by --set, or by
+    --set and a flag, is a ConfigError naming both."""
+    from dycore.api import _overrides_tree
+
+    items = getattr(args, "set", None) or []
+    if not items:
+        return overrides, ()
+    keys = [key for key, _ in items]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ConfigError(f"--set {twice[0]}: given more than once")
+    flags = _flat_keys(overrides)
+    clash = sorted(set(keys) & set(flags))
+    if clash:
+        raise ConfigError(f"--set {clash[0]}: also set by {flags[clash[0]]}; give one of them")
+    tree = _overrides_tree({**{k: v for k, v in _flat_values(overrides).items()},
+                            **dict(items)})
+    return tree, tuple(keys)
+
+
+#: the flag that sets each dotted key (for :func:`_with_set`'s messages)
+_FLAG_OF = {"time.t_end": "--t-end", "output.path": "--output", "output.progress":
+            "--no-progress / --quiet", "backend.name": "--backend",
+            "backend.solver_mode": "--solver-mode", "backend.assembly": "--assembly",
+            "backend.strict": "--strict / --no-strict"}
+
+
+def _flat_values(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat_values(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _flat_keys(tree: dict) -> dict:
+    return {key: _FLAG_OF.get(key, "a flag") for key in _flat_values(tree)}
+
+
+def _load(path: Path, overrides: dict, set_keys: tuple[str, ...] = ()):
+    """``load_config(path, overrides)``; an error line about a key given by ``--set`` names
+    ``--set KEY`` instead of the file (the file does not hold that value)."""
     from dycore.config import load_config
 
+    logging.getLogger("dycore").debug("configuration: %s%s", path, "".join(
+        f"; --set {key}" for key in set_keys))
     try:
         return load_config(path, overrides)
+    except ConfigError as exc:
+        if not set_keys:
+            raise
+        lines = []
+        for line in str(exc).splitlines():
+            for key in set_keys:
+                head = f"{path}: {key}:"
+                if line.startswith(head) or line.startswith(f"{path}: {key}."):
+                    line = f"--set {line[len(str(path)) + 2:]}"
+                    break
+            lines.append(line)
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _load_with_t_end(path: Path, overrides: dict, t_end: float | None,
+                     set_keys: tuple[str, ...] = ()):
+    """``load_config(path, overrides)`` with ``--t-end`` applied, naming the flag when it is
+    shorter than the file's time step (the file's own ``time.dt`` is not the mistake)."""
+    try:
+        return _load(path, overrides, set_keys)
     except ConfigError:
         if t_end is None:
             raise
         without = {**overrides, "time": {k: v for k, v in overrides.get("time", {}).items()
                                          if k != "t_end"}}
-        dt = load_config(path, without).time.dt     # the file's own errors, if any, first
+        dt = _load(path, without, set_keys).time.dt   # the file's own errors, if any, first
         if t_end < dt:
             raise ConfigError(f"--t-end: expected at least time.dt = {dt:g} s of {path} "
                               f"(got {t_end:g})") from None
@@ -144,7 +258,7 @@ def _run_overrides(args: argparse.Namespace) -> dict:
         overrides.setdefault("time", {})["t_end"] = args.t_end
     if args.output is not None:
         overrides.setdefault("output", {})["path"] = args.output
-    if args.no_progress:
+    if args.no_progress or getattr(args, "quiet", False):
         overrides.setdefault("output", {})["progress"] = False
     if args.backend is not None:
         overrides.setdefault("backend", {})["name"] = args.backend
@@ -158,16 +272,38 @@ def _run_overrides(args: argparse.Namespace) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dycore.errors import InstabilityError, OutputError
+    if not args.nvtx:
+        return _run(args)
+    import os
+
+    from dycore.backend.stage_hooks import NVTX_ENV
+
+    previous = os.environ.get(NVTX_ENV)
+    os.environ[NVTX_ENV] = "1"             # read when the stage timers are made
+    try:
+        return _run(args)
+    finally:                               # main() may be called again in the same process
+        if previous is None:
+            os.environ.pop(NVTX_ENV, None)
+        else:
+            os.environ[NVTX_ENV] = previous
+
+
+def _run(args: argparse.Namespace) -> int:
+    from dycore.errors import OutputError
     from dycore.timestepping.simulation import run_from_config
 
-    config = _load_with_t_end(args.config, _run_overrides(args), args.t_end)
+    overrides, set_keys = _with_set(args, _run_overrides(args))
+    config = _load_with_t_end(args.config, overrides, args.t_end, set_keys)
     from dycore.parallel.run import launched_ranks
     if launched_ranks():              # under mpiexec: the decomposed run (docs/architecture.md)
         from dycore.parallel.cli_run import cmd_run_mpi
         return cmd_run_mpi(args, config)
     restart, restart_at = args.restart if args.restart is not None else (None, None)
     appending = False
+    if restart is not None and restart.is_dir():
+        raise ConfigError(f"--restart {restart}: is a directory; expected an output file of "
+                          "dycore run (FILE.nc) or its checkpoint (FILE.checkpoint.nc)")
     if restart is not None:
         from dycore.io.restart import checkpoint_path
         from dycore.timestepping.simulation import _same_file
@@ -179,6 +315,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"--restart {restart}: output.path of {args.config} is {config.output_path}, not "
                 f"the restart file; pass --output {restart} to append to it, or --output "
                 f"{config.output_path} to start a new file")
+    if config.output.sections and not args.overwrite and not appending:
+        from dycore.io.sections import section_paths
+
+        existing = [str(p) for p in section_paths(config.output_path, config.output.sections)
+                    if p.exists()]
+        if existing:
+            raise OutputError(f"{', '.join(existing)}: section file(s) of output.sections "
+                              "exist; pass --overwrite to replace them")
     xdmf = "xdmf" in config.output.formats
     if xdmf:                  # refuse an existing export before the run, not after it
         from dycore.io.xdmf import xdmf_paths
@@ -187,32 +331,41 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if existing and not args.overwrite and not appending:
             raise OutputError(f"{' and '.join(existing)}: XDMF output exists; pass --overwrite "
                               "to replace it")
-    try:
+    from dycore.io.safety import output_lock
+    from dycore.preflight import check_output_path
+
+    check_output_path(config.output_path, overwrite=True)   # before a lock file is made there
+    with output_lock(config.output_path):    # the run (and its XDMF series): one writer
         more = {} if restart is None else {"restart": restart, "restart_at": restart_at}
-        summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite, **more)
-    except InstabilityError:
-        if xdmf:              # the netCDF file keeps the good snapshots: export those too
-            try:
-                _export_xdmf(config.output_path)
-            except OutputError as exc:
-                _report(str(exc))
-        raise
-    print(summary.timers_table)
-    if getattr(summary, "split_text", ""):
-        print(summary.split_text)
-    print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time")
-    print(f"output: {summary.output_path}")
-    if xdmf:
-        _export_xdmf(summary.output_path)
-    return EXIT_OK
+        # the XDMF series and the sections are written with each snapshot (a run that stops
+        # early, unstable or killed, leaves them with its finished snapshots)
+        summary = run_from_config(config, max_steps=args.steps, overwrite=args.overwrite,
+                                  **more)
+        if not getattr(args, "quiet", False):
+            print(summary.timers_table)
+            if getattr(summary, "split_text", ""):
+                print(summary.split_text)
+        print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall "
+              "time")
+        print(f"output: {summary.output_path}")
+        if xdmf:
+            _print_xdmf(summary.output_path)
+        return EXIT_OK
+
+
+def _print_xdmf(path: Path, out: Path | None = None) -> None:
+    from dycore.io.xdmf import xdmf_paths
+
+    xdmf, data = xdmf_paths(path, out)
+    print(f"xdmf: {xdmf} (+ {data.name}/)")
 
 
 def _export_xdmf(path: Path, out: Path | None = None) -> None:
-    """Export ``path`` as XDMF + HDF5 (replacing an earlier export) and print both names."""
+    """Export ``path`` as an XDMF series (replacing an earlier one) and print its names."""
     from dycore.io.xdmf import export_xdmf
 
-    xdmf = export_xdmf(path, out, overwrite=True)
-    print(f"xdmf: {xdmf} (+ {xdmf.with_suffix('.h5').name})")
+    export_xdmf(path, out, overwrite=True)
+    _print_xdmf(path, out)
 
 
 # ---------------------------------------------------------------------------------- plot
@@ -220,13 +373,14 @@ def _add_plot(subparsers) -> None:
     parser = subparsers.add_parser(
         "plot", help="plot a field of an output file (default w at the last snapshot)",
         description="Plot a node field (default w) of FILE on the vertical plane y = 0 and on "
-                    "the horizontal plane z = Z-LEVEL: filled colours on a symmetric scale "
-                    "chosen from the window shown, contour lines at a fixed interval, the "
+                    "the horizontal plane z = Z-LEVEL: filled colours chosen from the window "
+                    "shown (a symmetric scale around 0 for the perturbations v, w, p, "
+                    "theta_prime; the field's own range for u and the mixing ratios), contour "
+                    "lines at a fixed interval (in the field's units), the "
                     "terrain on both (grey below the vertical plane; brown height contours on "
                     "the horizontal one, grey where the ground rises above it). --diagnostics "
                     "plots the per-step diagnostics instead.")
-    parser.add_argument("file", type=Path, metavar="FILE", nargs="?",
-                        help="netCDF output of 'dycore run' (not with --convergence)")
+    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="image to write (default: FILE's stem + '_FIELD.png' beside FILE)")
     parser.add_argument("--field", default="w", metavar="NAME",
@@ -255,6 +409,8 @@ def _add_plot(subparsers) -> None:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from dycore.io.plot import plot_diagnostics, plot_w
 
+    _check_image_path("--png", args.png)
+    _check_writes({"--png": args.png}, {"FILE (the output file read)": args.file})
     if args.diagnostics:
         print(plot_diagnostics(args.file, args.png))
         return EXIT_OK
@@ -275,27 +431,29 @@ def _add_export(subparsers) -> None:
     parser = subparsers.add_parser(
         "export", help="convert an output file for ParaView (XDMF + HDF5)",
         description="Write every snapshot of FILE as an XDMF time series (FILE's stem + .xdmf, "
-                    "with the arrays in a .h5 file beside it) that ParaView and VTK open: the "
-                    "tetrahedral mesh, the velocity vector u and the scalars w, p, theta_prime, "
-                    "q_v, q_c, q_r, with units in the array names.")
-    parser.add_argument("file", type=Path, metavar="FILE", nargs="?",
-                        help="netCDF output of 'dycore run' (not with --convergence)")
+                    "with the HDF5 data in the folder FILE-stem_xdmf beside it) that ParaView "
+                    "and VTK open: the tetrahedral mesh with the node arrays u, v, w, p, "
+                    "theta_prime, q_v, q_c, q_r and the vector velocity (units as metadata), "
+                    "and the boundary triangles with face_tag (1 = ground: the terrain). A run "
+                    "with output.formats: [netcdf, xdmf] writes the same series as it goes.")
+    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
     formats = parser.add_mutually_exclusive_group(required=True)
     formats.add_argument("--xdmf", action="store_true",
                          help="XDMF 3 + HDF5 time series (ParaView: XDMF Reader)")
     parser.add_argument("--out", type=Path, metavar="PATH",
                         help="the .xdmf file to write (default: FILE with suffix .xdmf); the "
-                             "HDF5 data goes beside it with suffix .h5")
+                             "HDF5 data goes into the folder <stem>_xdmf beside it")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace existing .xdmf / .h5 files (default: refuse)")
+                        help="replace an existing .xdmf file and its data folder (default: "
+                             "refuse)")
     parser.set_defaults(handler=_cmd_export)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from dycore.io.xdmf import export_xdmf
 
-    xdmf = export_xdmf(args.file, args.out, overwrite=args.overwrite)
-    print(f"xdmf: {xdmf} (+ {xdmf.with_suffix('.h5').name})")
+    export_xdmf(args.file, args.out, overwrite=args.overwrite)
+    _print_xdmf(args.file, args.out)
     return EXIT_OK
 
 
@@ -322,12 +480,16 @@ def _add_mesh(subparsers) -> None:
 
 def _cmd_mesh(args: argparse.Namespace) -> int:
     from dycore import cases
-    from dycore.config import load_config
     from dycore.errors import OutputError
     from dycore.mesh import FaceTag, write_mesh
 
-    config = load_config(args.config)
+    config = _load(args.config, *_with_set(args, {}))
     out = args.out if args.out is not None else Path(f"{args.config.stem}.msh")
+    if out.is_dir():
+        raise OutputError(f"{out}: --out is a directory; expected a file name such as "
+                          f"{out / (args.config.stem + '.msh')}")
+    _check_writes({"--out": out}, {"CONFIG (the configuration file)": args.config,
+                                   "mesh.file (the mesh read)": config.mesh.file})
     if out.exists() and not args.overwrite:
         raise OutputError(f"{out}: file exists; pass --overwrite to replace it")
     mesh = cases.build_config_mesh(config)
@@ -351,18 +513,30 @@ def _add_config(subparsers) -> None:
     parser.add_argument("--reference", action="store_true",
                         help="print the key reference (Markdown tables: key, type, default, "
                              "unit, description)")
+    parser.add_argument("--schema", action="store_true",
+                        help="print the JSON Schema of a configuration file (from the "
+                             "pydantic models), for editors that check YAML")
     parser.set_defaults(handler=_cmd_config)
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    from dycore.config import config_reference_markdown, default_config, load_config
+    from dycore.config import config_json_schema, config_reference_markdown, default_config
 
-    if args.reference:
-        if args.config is not None:
-            raise ConfigError("give either CONFIG or --reference, not both")
+    given = [flag for flag, on in (("CONFIG", args.config is not None),
+                                   ("--reference", args.reference),
+                                   ("--schema", args.schema)) if on]
+    if len(given) > 1:
+        raise ConfigError(f"give one of CONFIG, --reference, --schema (got {' and '.join(given)})")
+    if args.set and args.config is None:
+        raise ConfigError(f"--set {args.set[0][0]}: needs CONFIG (the file it overrides)")
+    if args.schema:
+        import json
+
+        print(json.dumps(config_json_schema(), indent=2))
+    elif args.reference:
         print(config_reference_markdown(), end="")
     elif args.config is not None:
-        print(load_config(args.config).resolved_yaml(), end="")
+        print(_load(args.config, *_with_set(args, {})).resolved_yaml(), end="")
     else:
         print(default_config().resolved_yaml(), end="")
     return EXIT_OK
@@ -408,7 +582,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     overrides = {"output": {"progress": False}}
     if args.t_end is not None:
         overrides["time"] = {"t_end": args.t_end}
-    config = _load_with_t_end(args.config, overrides, args.t_end)
+    overrides, set_keys = _with_set(args, overrides)
+    config = _load_with_t_end(args.config, overrides, args.t_end, set_keys)
+    from dycore.preflight import notice_threads
+    notice_threads(config)              # the CPU side would use fewer threads without a word
+    _check_writes({f"--output-dir ({name})": args.output_dir / name
+                   for name in ("validate_diff.nc", "validate_dw.png", "validate_report.txt",
+                                "validate_report.json")},
+                  {"CONFIG (the configuration file)": args.config,
+                   "mesh.file (the mesh read)": config.mesh.file})
     result = validate(config, steps=args.steps, output_dir=args.output_dir,
                       tolerance=args.tolerance, repeat_gpu=args.repeat_gpu,
                       assembly=args.assembly, strict=args.strict)
@@ -449,7 +631,9 @@ def _add_bench(subparsers) -> None:
                         help="scaling mesh sizes (default: 12x12x10 24x24x20 48x48x40 "
                              "96x96x80)")
     parser.add_argument("--parts", default="kernels,assembly,steps,scaling",
-                        help="comma-separated subset of kernels,assembly,steps,scaling")
+                        help="comma-separated subset of kernels,assembly,steps,scaling,run "
+                             "(run: whole runs split into set-up, steps, output; --steps "
+                             "steps each; not in the default)")
     parser.add_argument("--block", type=_block_size, default=128, metavar="THREADS",
                         help="GPU threads per block of the element kernels: a multiple of 32 "
                              "up to 256 (default: 128)")
@@ -471,6 +655,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         sizes = parse_sizes(args.sizes) if args.sizes else None
     except ConfigError as exc:
         raise ConfigError(f"--sizes: {exc}") from None
+    _check_writes({"--json": args.json}, {"CONFIG (the configuration file)": args.config})
     paths = args.paths
     if args.backend_deprecated is not None:
         print("dycore bench: --backend is deprecated here, use --paths (the code paths to "
@@ -507,14 +692,15 @@ def _add_verify(subparsers) -> None:
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="also draw model and theory side by side into OUT")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the metrics as JSON")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing --png / --json files (default: refuse)")
     parser.add_argument("--half-width", type=float, default=None, metavar="M",
                         help="compare only inside |x|, |y| <= M [m] (default: 20000, the whole "
                              "window, for a 3-D case; 15000, inside the absorbing layers, for "
                              "schar; 8000 for a paper-size 3-D mesh, which resolves only that)")
     parser.add_argument("--convergence", type=Path, metavar="CONFIG",
-                        help="run CONFIG's case on --levels meshes, each refined by 2 in x and z "
-                             "(and dt halved), and fit the order of the w error "
-                             "(scripts/convergence.py does the same with more options)")
+                        help="run CONFIG's case on --levels meshes, each refined by 2 (cells and "
+                             "dt), and fit the order of the w error (docs/verify.md)")
     parser.add_argument("--levels", type=int, default=3, metavar="K",
                         help="meshes of the convergence study (>= 3; default 3)")
     parser.add_argument("--level", type=int, default=None, metavar="L",
@@ -549,6 +735,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_CONFIG_ERROR
     if args.convergence is not None:
         return _cmd_convergence(args)
+    _check_image_path("--png", args.png)
+    _check_writes({"--json": args.json, "--png": args.png},
+                  {"FILE (the output file read)": args.file}, overwrite=args.overwrite)
     for flag, out in (("--json", args.json), ("--png", args.png)):   # before the work
         if out is not None:
             check_output_path(out, overwrite=True, name=flag, example=f"verify.{flag[2:]}")
@@ -570,6 +759,9 @@ def _cmd_convergence(args: argparse.Namespace) -> int:
         print(f"dycore verify: error: argument --levels: expected at least 3 meshes to fit an "
               f"order (got {args.levels})", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    _check_image_path("--png", args.png)
+    _check_writes({"--json": args.json, "--png": args.png},
+                  {"CONFIG": args.convergence}, overwrite=args.overwrite)
     for flag, out in (("--json", args.json), ("--png", args.png)):
         if out is not None:
             check_output_path(out, overwrite=True, name=flag, example=f"convergence.{flag[2:]}")
@@ -588,16 +780,41 @@ def _cmd_convergence(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -------------------------------------------------------------------------------- doctor
+def _add_doctor(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="print what a bug report needs; check whether a GPU run can work",
+        description="Print Python, the platform and the versions of the packages a run uses "
+                    "(numpy, numba, numba-cuda, CuPy, SciPy, netCDF4, ...), the GPU, its "
+                    "driver and the CUDA version of the installed wheels (CUDA 13 needs "
+                    "driver >= 580), NCCL, MPI (mpi4py's library and mpiexec agreeing) and the "
+                    "kernel cache directory (writable or not). Exit status 0 when a GPU run "
+                    "can work here, 3 when it cannot (CPU runs are not affected). Paste the "
+                    "whole output into a bug report.")
+    parser.add_argument("--json", action="store_true",
+                        help="print the findings as JSON instead of text")
+    parser.set_defaults(handler=_cmd_doctor)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from dycore.doctor import main_text
+
+    text, status = main_text(as_json=args.json)
+    print(text, end="")
+    return status
+
+
 # --------------------------------------------------------------------------------- main
 #: subcommands, in the order ``dycore --help`` lists them
 _COMMANDS = (_add_run, _add_plot, _add_export, _add_config, _add_validate, _add_bench,
-             _add_verify, _add_mesh)
+             _add_verify, _add_mesh, _add_doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dycore`` argument parser with every subcommand of :data:`_COMMANDS`."""
+    common = _common_options()
     parser = argparse.ArgumentParser(
-        prog="dycore",
+        prog="dycore", parents=[common],
         description="Continuous-Galerkin Boussinesq dynamical core: the mountainwave3D case on "
                     "CPU (@njit) or GPU (@cuda.jit).",
         epilog="examples:\n"
@@ -605,16 +822,70 @@ def build_parser() -> argparse.ArgumentParser:
                "  dycore plot output/mountainwave3d_small.nc\n"
                "  dycore export output/mountainwave3d_small.nc --xdmf\n"
                "  dycore config --reference\n"
-               "  dycore validate configs/mountainwave3d_small.yaml --steps 5",
+               "  dycore validate configs/mountainwave3d_small.yaml --steps 5\n"
+               "  dycore doctor                 # versions, GPU, MPI: for a bug report",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dycore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add_command in _COMMANDS:
         add_command(subparsers)
+    for name, sub in subparsers.choices.items():
+        _add_common_options(sub, suppress=True)   # after the COMMAND too, as before it
+        if name in _SET_COMMANDS:
+            sub.add_argument("--set", type=_set_item, action="append", metavar="KEY.PATH=VALUE",
+                             help="override one configuration key (repeatable): the dotted "
+                                  "path of `dycore config --reference`, the value in YAML "
+                                  "(time.dt=5, output.formats=[netcdf,xdmf], mesh.file=null); "
+                                  "checked like the file")
     return parser
 
 
+#: rank variables of the MPI launchers (MPICH / Intel MPI, Open MPI, PMIx)
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+
+
+def _other_rank() -> bool:
+    """True on an MPI rank other than 0 (from the launcher's environment): errors every rank
+    meets alike (a bad configuration) are printed by rank 0 alone."""
+    import os
+
+    return any(os.environ.get(var, "0") not in ("", "0") for var in _RANK_VARS)
+
+
+#: subcommands with a CONFIG that ``--set`` overrides
+_SET_COMMANDS = ("run", "validate", "mesh", "config")
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """The parent parser of the logging options (``dycore -v run ...``)."""
+    common = argparse.ArgumentParser(add_help=False)
+    _add_common_options(common, suppress=False)
+    return common
+
+
+def _add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """``-v/--verbose``, ``-q/--quiet`` and ``--log-file``; on a subcommand with defaults
+    suppressed, so an option given before the subcommand is not reset by it."""
+    def default(value):
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("messages")
+    loudness = group.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="store_true", default=default(False),
+                          help="also DEBUG lines on stderr: the configuration source, each "
+                               "stage's first call, each step's iterations")
+    loudness.add_argument("-q", "--quiet", action="store_true", default=default(False),
+                          help="only warnings and errors on stderr (run: no progress bar, no "
+                               "timer table)")
+    group.add_argument("--log-file", type=Path, metavar="PATH", default=default(None),
+                       help="append every message, DEBUG lines and errors included, with a "
+                            "UTC time stamp to PATH (whatever -v / -q say for stderr; its "
+                            "folder is made)")
+
+
 def _report(message: str) -> None:
+    if _other_rank():
+        return
     for line in str(message).splitlines() or [""]:
         print(f"dycore: error: {line}", file=sys.stderr)
 
@@ -623,31 +894,106 @@ class _StderrHandler(logging.Handler):
     """Writes to whatever ``sys.stderr`` is at the time (tests swap it)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "file_only", False):
+            return
         print(self.format(record), file=sys.stderr, flush=True)
 
 
-def _setup_logging() -> None:
-    """INFO messages of the ``dycore`` logger (backend choice, validation progress) on stderr."""
+class _LogFileHandler(logging.FileHandler):
+    """The ``--log-file`` handler (one per :func:`main` call, closed at its end)."""
+
+
+class _StderrFormatter(logging.Formatter):
+    """``dycore: message``; DEBUG lines as ``dycore: debug: message``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        prefix = "dycore: debug: " if record.levelno <= logging.DEBUG else "dycore: "
+        return prefix + record.getMessage()
+
+
+def _setup_logging(verbose: bool = False, quiet: bool = False,
+                   log_file: Path | None = None) -> logging.Logger:
+    """The ``dycore`` logger's handlers: stderr at INFO (DEBUG with ``verbose``, WARNING with
+    ``quiet``), and with ``log_file`` a file that gets every record, DEBUG included, appended
+    with a UTC time stamp.
+
+    Raises
+    ------
+    OutputError
+        ``log_file`` cannot be opened for appending (names the file; its folder is made).
+    """
+    from dycore.errors import OutputError
+
     logger = logging.getLogger("dycore")
-    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("dycore: %(message)s"))
+    stderr = next((h for h in logger.handlers if isinstance(h, _StderrHandler)), None)
+    if stderr is None:
+        stderr = _StderrHandler()
+        logger.addHandler(stderr)
+    stderr.setFormatter(_StderrFormatter())
+    stderr.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
+    for old in [h for h in logger.handlers if isinstance(h, _LogFileHandler)]:
+        logger.removeHandler(old)
+        old.close()
+    if log_file is not None:
+        try:
+            Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+            handler = _LogFileHandler(log_file, mode="a", encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(f"--log-file {log_file}: cannot open the log file for appending "
+                              f"({exc.strerror or exc})") from None
+        formatter = logging.Formatter("%(asctime)s %(levelname)s %(message)s",
+                                      "%Y-%m-%dT%H:%M:%SZ")
+        formatter.converter = time.gmtime
+        handler.setFormatter(formatter)
+        handler.setLevel(logging.DEBUG)
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+    logger.setLevel(logging.CRITICAL + 1 if _other_rank() else
+                    logging.DEBUG if verbose or log_file is not None else
+                    logging.WARNING if quiet else logging.INFO)
+    return logger
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 ok, 1 error, 2 configuration error)."""
+    """Run the command line; return the exit status (0 ok, 1 error, 2 configuration error,
+    130 interrupted; ``dycore doctor``: 3 when a GPU run cannot work)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for token in argv:
+        if token == "--":
+            break
+        flag = token.split("=", 1)[0]
+        if flag.startswith("--") and len(flag) > 3 and flag != "--overwrite" and \
+                "--overwrite".startswith(flag):
+            _report(f"{flag}: abbreviated --overwrite; write the flag in full (it replaces "
+                    "files)")
+            return EXIT_CONFIG_ERROR
     args = build_parser().parse_args(argv)
-    _setup_logging()
-    try:
-        return args.handler(args)
-    except ConfigError as exc:
-        _report(str(exc))
+    if args.verbose and args.quiet:
+        _report("-v/--verbose and -q/--quiet: give one of them")
         return EXIT_CONFIG_ERROR
+    try:
+        logger = _setup_logging(args.verbose, args.quiet, args.log_file)
     except DycoreError as exc:
         _report(str(exc))
         return EXIT_ERROR
+    logger.debug("dycore %s (Python %s): dycore %s", __version__, sys.version.split()[0],
+                 " ".join(sys.argv[1:] if argv is None else argv))
+
+    def failed(message: str, status: int) -> int:
+        _report(message)
+        for line in message.splitlines():         # stderr has it already
+            logger.error("error: %s", line, extra={"file_only": True})
+        return status
+
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        return failed(str(exc), EXIT_CONFIG_ERROR)
+    except DycoreError as exc:
+        return failed(str(exc), EXIT_ERROR)
     except KeyboardInterrupt:
-        _report("interrupted")
-        return EXIT_INTERRUPTED
+        return failed("interrupted", EXIT_INTERRUPTED)
+    finally:                 # back to the default state for a later call in this process
+        for handler in [h for h in logger.handlers if isinstance(h, _LogFileHandler)]:
+            logger.removeHandler(handler)
+            handler.close()
+        _setup_logging()

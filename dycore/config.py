@@ -40,7 +40,8 @@ from dycore.errors import ConfigError
 __all__ = [
     "CaseConfig", "MeshConfig", "PhysicsConfig", "TimeConfig", "LinearSolverConfig",
     "SolversConfig", "BackendConfig", "OutputConfig", "StabilityConfig", "Config",
-    "load_config", "default_config", "config_reference_markdown",
+    "load_config", "default_config", "config_reference_markdown", "config_json_schema",
+    "parse_section",
 ]
 
 _CONFIG_ERROR = "config_value"          # pydantic error type carrying an explicit sub-key
@@ -298,6 +299,11 @@ class LinearSolverConfig(_Section):
                                              "host gmres rounds it up to whole restart cycles",
                                  ge=1)
     restart: int = _field(30, unit="iterations", description="GMRES restart length", ge=1)
+    precision: Literal["auto", "float64", "float32"] = _field(
+        "auto", unit="-", description="storage of the AMG levels' matrix values in device "
+        "mode (float32: 2/3 of the bytes per nonzero, arithmetic stays float64; auto: float32 "
+        "for the pressure AMG levels, float64 elsewhere; strict mode and host solvers use "
+        "float64)")
 
 
 _SOLVER_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -340,8 +346,14 @@ class SolversConfig(_Section):
         if self.pressure.method != "cg":
             problems.append(("pressure.method", "expected 'cg' (the pressure system is SPD)",
                              self.pressure.method))
+        if self.pressure.precision == "float32" and self.pressure.preconditioner != "amg":
+            problems.append(("pressure.precision", "float32 needs preconditioner amg (it "
+                             "stores the AMG levels' matrices)", self.pressure.precision))
         for system in ("momentum", "tracer"):
             solver = getattr(self, system)
+            if solver.precision == "float32":
+                problems.append((f"{system}.precision", "expected float64 (float32 is for the "
+                                 "pressure AMG levels)", solver.precision))
             if solver.preconditioner == "amg":
                 problems.append((f"{system}.preconditioner",
                                  "expected one of jacobi, block_jacobi, ilu, none "
@@ -425,6 +437,13 @@ class OutputConfig(_Section):
         description="model time between checkpoints (0 = none): the state of that step replaces "
                     "FILE's stem + .checkpoint.nc atomically, for `dycore run --restart`; a "
                     "whole multiple of time.dt", ge=0)
+    sections: list[str] = _field(
+        list, unit="m",
+        description="plane sections written with every snapshot, each as a 2-D UGRID triangle "
+                    "mesh (CF netCDF, readable by uxarray, xugrid and ParaView) in its own file "
+                    "FILE's stem + .section_<axis><level>m.nc beside FILE, the P1 fields "
+                    "interpolated exactly: 'z=3000' a horizontal level, 'y=0' a vertical "
+                    "section (docs/output.md)")
 
     @field_validator("path")
     @classmethod
@@ -440,6 +459,14 @@ class OutputConfig(_Section):
             raise ValueError("a non-empty path")
         return value
 
+    @field_validator("sections")
+    @classmethod
+    def _check_sections(cls, value: list[str]) -> list[str]:
+        planes = [parse_section(item) for item in value]
+        if len(set(planes)) != len(planes):
+            raise ValueError("each section at most once")
+        return value
+
     @field_validator("formats")
     @classmethod
     def _check_formats(cls, value: list[str]) -> list[str]:
@@ -449,6 +476,23 @@ class OutputConfig(_Section):
         if len(set(value)) != len(value):
             raise ValueError("each format at most once")
         return value
+
+
+_SECTION = re.compile(r"\s*([xyz])\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*")
+
+
+def parse_section(text: str) -> tuple[int, float]:
+    """``'z=3000'`` of ``output.sections`` as (axis 0/1/2, level [m]).
+
+    Raises
+    ------
+    ValueError
+        Not ``AXIS=LEVEL`` with AXIS x, y or z and a finite LEVEL in metres.
+    """
+    match = _SECTION.fullmatch(str(text))
+    if match is None:
+        raise ValueError(f"a plane AXIS=LEVEL [m] such as z=3000 or y=0, not {text!r}")
+    return "xyz".index(match.group(1)), float(match.group(2))
 
 
 # ---------------------------------------------------------------------------------- stability
@@ -556,9 +600,22 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that rejects a key given twice in one mapping."""
 
 
+#: tag of the YAML 1.1 merge key ``<<`` (``tracer: {<<: *m, preconditioner: jacobi}``)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+#: most values a configuration may expand to through aliases (a full one has about 100): a
+#: "billion laughs" file of a few hundred bytes is refused here instead of costing minutes and
+#: gigabytes in validation (issue 25)
+MAX_YAML_VALUES = 100_000
+
+
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep=False):
+    """A mapping whose own keys are unique; merge keys (``<<``) merged as YAML 1.1 says
+    (the mapping's own keys win over merged ones)."""
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:
+            continue
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, typing.Hashable) and key in seen:
             raise yaml.constructor.ConstructorError(
@@ -570,6 +627,55 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                  _construct_unique_mapping)
+
+
+def _expanded_size(node: yaml.Node, limit: int) -> int:
+    """Values (scalars, sequences, mappings) the YAML node graph ``node`` holds once every
+    alias is expanded, counted up to just past ``limit``; ValueError for a recursive alias."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(n: yaml.Node) -> int:
+        if id(n) in sizes:
+            return sizes[id(n)]
+        if id(n) in active:
+            raise ValueError(f"line {n.start_mark.line + 1}, column {n.start_mark.column + 1}: "
+                             "an alias refers to a collection that contains it (recursive)")
+        total = 1
+        if isinstance(n, (yaml.SequenceNode, yaml.MappingNode)):
+            active.add(id(n))
+            children = (n.value if isinstance(n, yaml.SequenceNode)
+                        else [c for pair in n.value for c in pair])
+            for child in children:
+                total += size(child)
+                if total > limit:
+                    break
+            active.discard(id(n))
+        sizes[id(n)] = min(total, limit + 1)
+        return sizes[id(n)]
+
+    return size(node)
+
+
+def _load_yaml(text: str, path: Path):
+    """The YAML document of ``text`` through :class:`_UniqueKeyLoader`, its size bounded by
+    :data:`MAX_YAML_VALUES` before anything is constructed (ConfigError naming ``path``)."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            n = _expanded_size(node, MAX_YAML_VALUES)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}; a configuration is a tree of sections") from None
+        if n > MAX_YAML_VALUES:
+            raise ConfigError(f"{path}: the YAML expands to more than {MAX_YAML_VALUES:,} values "
+                              "through its aliases (*name); a complete configuration has about "
+                              "100: refused before reading it")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _deep_merge(base: dict, overrides: dict) -> dict:
@@ -679,7 +785,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read configuration file ({exc})") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        data = _load_yaml(text, path)                    # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -820,3 +926,26 @@ def config_reference_markdown(*, include_case_parameters: bool = True) -> str:
         parts.extend(rows)
         parts.append("")
     return "\n".join(parts)
+
+
+def config_json_schema() -> dict:
+    """JSON Schema (draft 2020-12) of a configuration file, from the pydantic models.
+
+    Editors check a YAML file against it (e.g. the YAML language server with a first line
+    ``# yaml-language-server: $schema=<path or URL of the schema>``): unknown keys
+    (``additionalProperties: false``), types, enumerations and bounds. Checks across keys
+    (``mesh.file`` with generator keys, the mesh fitting the domain, ...) and
+    ``case.parameters`` (a mapping whose keys depend on the case) are left to
+    :func:`load_config`. Each property carries the unit of the key reference as ``unit``
+    (a keyword validators ignore).
+
+    Returns
+    -------
+    dict
+        The schema; ``json.dumps`` it (``dycore config --schema``).
+    """
+    schema = Config.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            **schema, "title": "dycore configuration",
+            "description": "A dycore YAML configuration file (docs/config-reference.md lists "
+                           "every key, default and unit)"}

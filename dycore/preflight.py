@@ -22,7 +22,7 @@ import numpy as np
 from dycore.errors import ConfigError, OutputError
 
 __all__ = ["check_before_build", "check_output_path", "check_checkpoint_path", "check_memory",
-           "check_backend_settings",
+           "check_backend_settings", "notice_threads",
            "notice_backend_fallback", "estimate_run_memory", "available_memory",
            "inflow_speed", "courant_number", "StabilityWatch",
            "BYTES_PER_TETRAHEDRON", "BASE_BYTES"]
@@ -158,28 +158,37 @@ def check_backend_settings(config) -> None:
     """Refuse or announce backend settings that ``backend.name`` would silently ignore.
 
     ``solver_mode: device`` with ``name: cpu`` is an error (the user asked for GPU solvers);
-    ``assembly`` / ``strict`` set with ``name: cpu`` and ``threads`` above the cores numba
-    can use are one-line notices (``dycore validate`` does use assembly and strict for its
+    ``assembly`` / ``strict`` set to a value other than their default with ``name: cpu``
+    (a shipped file that spells out ``assembly: atomic`` gets none) and ``threads`` above the
+    cores numba can use are one-line notices (``dycore validate`` does use assembly and strict for its
     GPU side, so a shared file may carry them).
 
     Raises
     ------
     ConfigError for ``backend.solver_mode: device`` with ``backend.name: cpu``.
     """
-    import numba
-
     b = config.backend
     if b.name == "cpu" and b.solver_mode == "device":
         raise ConfigError(
             f"{_where(config)}backend.solver_mode: 'device' (solvers on the GPU) needs "
             f"backend.name 'gpu' or 'auto', but backend.name is 'cpu'; use --backend gpu, or "
             f"solver_mode 'host' (--solver-mode host) (got 'device')")
-    if b.name == "cpu":
+    if b.name == "cpu":                # a spelled-out default changes nothing: no notice
         ignored = [f"backend.{key} = {_yaml(getattr(b, key))}" for key in ("assembly", "strict")
-                   if key in b.model_fields_set]
+                   if key in b.model_fields_set
+                   and getattr(b, key) != type(b).model_fields[key].default]
         if ignored:
             log.warning("notice: %s: GPU setting(s), ignored with backend.name = cpu (the CPU "
                         "path is always deterministic)", ", ".join(ignored))
+    notice_threads(config)
+
+
+def notice_threads(config) -> None:
+    """One notice when ``backend.threads`` exceeds the threads numba can use on this machine
+    (the CPU backend then uses all of them): ``dycore run`` and ``dycore validate``."""
+    import numba
+
+    b = config.backend
     cores = numba.config.NUMBA_NUM_THREADS
     if b.threads > cores:
         log.warning("notice: backend.threads = %d is more than the %d threads numba can use on "

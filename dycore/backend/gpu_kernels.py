@@ -115,14 +115,15 @@ def get_kernels(strict: bool = False) -> Kernels:
 _SOLVER_CACHE: dict = {}
 
 
-def get_solver_kernels(strict: bool = False, rb: int = 256):
-    """The device solver kernels (:mod:`dycore.backend.solver_kernels`) for a floating-point mode and
-    reduction block size, built on first use through :func:`kernel_compiler`."""
-    key = (strict, rb)
+def get_solver_kernels(strict: bool = False, rb: int = 256, shuffle: bool = True):
+    """The device solver kernels (:mod:`dycore.backend.solver_kernels`) for a floating-point mode,
+    reduction block size and row-group sum (warp shuffles or shared memory; the simulator
+    always uses shared memory), built on first use through :func:`kernel_compiler`."""
+    key = (strict, rb, shuffle)
     if key not in _SOLVER_CACHE:
         from dycore.backend.solver_kernels import build_solver_kernels
         _SOLVER_CACHE[key] = build_solver_kernels(kernel_compiler(strict),
-                                                  cuda.jit(device=True), rb)
+                                                  cuda.jit(device=True), rb, shuffle=shuffle)
     return _SOLVER_CACHE[key]
 
 

@@ -124,7 +124,7 @@ def _scalar_op(ctl, op, v0, v1, slot):
         ctl[slot] = v0
 
 
-def build_solver_kernels(jit, device_jit, rb: int):
+def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
     """Compile the solver kernels with ``jit`` (a ``cuda.jit``-like callable).
 
     Parameters
@@ -136,6 +136,9 @@ def build_solver_kernels(jit, device_jit, rb: int):
     rb : int
         Threads per block of every reduction kernel (a power of two, ≤ 1024); fixed for a
         workspace, so the reduction order is too.
+    shuffle : bool
+        Sum a row's thread group with warp shuffles (False: in shared memory; the same tree,
+        the same bits). Ignored under the simulator, which has no shuffles.
 
     Returns
     -------
@@ -144,7 +147,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
     if rb < 1 or rb & (rb - 1) or rb > 1024:
         raise ValueError(f"reduction block {rb}: expected a power of two <= 1024")
     RB = rb
-    SIMULATED = bool(numba_config.ENABLE_CUDASIM)
+    SHARED_GROUPS = bool(numba_config.ENABLE_CUDASIM) or not shuffle
     scalar_op = device_jit(_scalar_op)
 
     @device_jit
@@ -254,7 +257,7 @@ def build_solver_kernels(jit, device_jit, rb: int):
 
     # the CUDA simulator has no warp shuffles: there the groups meet in shared memory, in the
     # same order (the simulator's results are the reference of the GPU's, bit for bit)
-    if SIMULATED:
+    if SHARED_GROUPS:
         group_sum = device_jit(group_sum_shared)
 
         @device_jit
@@ -348,6 +351,30 @@ def build_solver_kernels(jit, device_jit, rb: int):
                     acc2 += s * s
         if ndot:
             reduce_partials(sh, t, partial, acc, acc2, ndot, op, slot, ctl, ticket)
+
+    def csr_spmv_dot(indptr, indices, data, g, x, y, w, partial, op, slot, ctl, ticket):
+        """y = A x for a scalar CSR matrix and the block partials of w·y, finished with ``op``
+        (< 0: not): :func:`bsr_spmv` with bs = 1, mode 0, ndot 1 — the same bits — as a lean
+        kernel (CG's A p). Launch nrow·g threads."""
+        sh = cuda.shared.array((2, RB), float64)
+        if ctl[DONE] != 0.0:
+            return
+        gi = cuda.grid(1)
+        t = cuda.threadIdx.x
+        i = gi // g
+        lane = gi - i * g
+        n = indptr.shape[0] - 1
+        s = 0.0
+        acc = 0.0
+        if i < n:
+            for k in range(indptr[i] + lane, indptr[i + 1], g):
+                s += data[k] * x[indices[k]]
+        if g > 1:
+            s = lane_sum(s, lane, g)
+        if i < n and lane == 0:
+            y[i] = s
+            acc = w[i] * s
+        reduce_partials(sh, t, partial, acc, 0.0, 1, op, slot, ctl, ticket)
 
     def smooth(indptr, indices, data, g, x, b, dinv, d, x_new, c1, c2, first, ndot, partial,
                op, slot, ctl, ticket):
@@ -557,7 +584,8 @@ def build_solver_kernels(jit, device_jit, rb: int):
 
     from dycore.backend.vector_kernels import build_vector_kernels
     return SolverKernels(rb=RB, **build_vector_kernels(jit, device_jit, rb),
-                         bsr_spmv=jit(bsr_spmv), csr_spmv=jit(csr_spmv), smooth=jit(smooth),
+                         bsr_spmv=jit(bsr_spmv), csr_spmv=jit(csr_spmv), csr_spmv_dot=jit(csr_spmv_dot),
+                         smooth=jit(smooth),
                          finish=jit(finish),
                          init_residual=jit(init_residual), update_xr=jit(update_xr),
                          cg_update_p=jit(cg_update_p), bi_update_p=jit(bi_update_p),

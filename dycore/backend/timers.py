@@ -33,9 +33,17 @@ class StageTimers:
     ----------
     marker_factory : callable returning an unrecorded marker with ``record()`` and
         ``elapsed_ms(later)`` (``WallMarker`` on the CPU, a CUDA-event marker on the GPU).
+    hooks : sequence of objects with ``enter(name)`` and ``exit(name)``, optional
+        Called around every timed stage, outermost first on entry and last on exit (NVTX
+        ranges, DEBUG lines: :mod:`dycore.backend.stage_hooks`); default
+        :func:`~dycore.backend.stage_hooks.default_hooks`, ``()`` unless asked for.
     """
 
-    def __init__(self, marker_factory=WallMarker):
+    def __init__(self, marker_factory=WallMarker, hooks=None):
+        if hooks is None:
+            from dycore.backend.stage_hooks import default_hooks
+            hooks = default_hooks()
+        self.hooks = tuple(hooks)
         self._factory = marker_factory
         self._pending: list[tuple[str, object, object]] = []
         self.total_ms: dict[str, float] = defaultdict(float)
@@ -57,6 +65,10 @@ class StageTimers:
         if self._paused:
             yield
             return
+        hooks = self.hooks
+        if hooks:
+            for hook in hooks:
+                hook.enter(name)
         start = self._factory().record()
         try:
             yield
@@ -65,12 +77,19 @@ class StageTimers:
             self._pending.append((name, start, stop))
             if len(self._pending) > 4096:
                 self._resolve()
+            if hooks:
+                for hook in reversed(hooks):
+                    hook.exit(name)
 
     def add(self, name: str, ms: float) -> None:
         """Record one call of stage ``name`` that took ``ms`` milliseconds, timed elsewhere
         (e.g. on the host before the backend's clock existed)."""
         self.total_ms[name] += ms
         self.calls[name] += 1
+        for hook in self.hooks:
+            added = getattr(hook, "added", None)
+            if added is not None:
+                added(name, ms)
 
     def reset(self) -> None:
         """Forget everything timed so far (e.g. after a warm-up step)."""

@@ -1,6 +1,6 @@
 """``dycore bench``: kernel, assembly, step and scaling tables (docs/equations.md §8; paper Tables 3–10).
 
-Parts (``--parts``, all by default):
+Parts (``--parts``; all but ``run`` by default):
 
 kernels   standalone element kernels (:mod:`dycore.bench.kernels`): GPU (CUDA events), ``@njit``
           on 1 core and on all cores, speedups, achieved GB/s from the minimum bytes as a
@@ -11,6 +11,8 @@ assembly  tracer CSR matrix + rhs: GPU atomic + lookup, GPU atomic + binary sear
 steps     one Simulation per available variant: warm-up step, then K timed steps; per-stage
           table with shares, and the per-step time
 scaling   the step at several mesh sizes: time per element, device memory per element (GPU)
+run       whole runs as ``dycore run`` does them (:mod:`dycore.bench.run_split`): set-up, first
+          step, steps, output on the critical path, total wall time
 
 GPU columns appear only where a GPU is usable; under numba-cuda's simulator they appear only with
 ``--paths gpu`` (a code-path check: simulator timings mean nothing).
@@ -31,9 +33,11 @@ from dycore.bench.timing import (copy_bandwidth, host_copy_bandwidth, kernel_res
                                  time_gpu)
 from dycore.errors import BackendUnavailableError, ConfigError
 
-__all__ = ["run_bench", "parse_mesh", "parse_sizes", "PARTS", "DEFAULT_SIZES"]
+__all__ = ["run_bench", "parse_mesh", "parse_sizes", "PARTS", "DEFAULT_PARTS", "DEFAULT_SIZES"]
 
-PARTS = ("kernels", "assembly", "steps", "scaling")
+PARTS = ("kernels", "assembly", "steps", "scaling", "run")
+#: the parts run when none are named (``run`` writes output files: asked for by name)
+DEFAULT_PARTS = ("kernels", "assembly", "steps", "scaling")
 #: mesh sizes (nx, ny, nz) of the scaling table without --mesh (x 6 tetrahedra per cell)
 DEFAULT_SIZES = ((12, 12, 10), (24, 24, 20), (48, 48, 40), (96, 96, 80))
 
@@ -127,13 +131,16 @@ class _Bench:
                 pass
         return info
 
-    def make_config(self, backend: dict | None = None, size=None):
-        """The configuration with the mesh size, backend overrides and no progress bar."""
+    def make_config(self, backend: dict | None = None, size=None, output_path=None):
+        """The configuration with the mesh size, backend overrides and no progress bar (and
+        ``output.path``, for the ``run`` part)."""
         from pydantic import ValidationError
 
         from dycore.config import Config, load_config
 
         over: dict = {"output": {"progress": False}}
+        if output_path is not None:
+            over["output"]["path"] = str(output_path)
         size = size or self.mesh_size
         if size is not None:
             over["mesh"] = dict(zip(("nx", "ny", "nz"), size))
@@ -314,6 +321,24 @@ class _Bench:
         calls["gpu atomic + binary search (csr_find)"] = bsearch
         return calls
 
+    def run_table(self):
+        from dycore.bench.run_split import run_variants, time_runs
+
+        variants = run_variants(self.cpu, self.gpu, self.device_solver)
+        out = time_runs(lambda backend, path: self.make_config(backend, output_path=path),
+                        variants, self.steps)
+        self.res["run"] = out
+        rows = [[label, str(r["steps"]), f"{r['setup_s']:.2f}", f"{r['first_step_s']:.2f}",
+                 f"{r['step_ms']:.2f}", f"{r['output_s']:.2f}", f"{r['total_s']:.2f}",
+                 f"{100 * r['output_s'] / max(r['total_s'], 1e-12):.1f}"]
+                for label, r in out.items()]
+        self.table("run", format_table(
+            "whole runs as `dycore run` does them (output to a temporary file): wall time [s] "
+            "of the set-up before step 1, the first step (kernel compile or cache load, graph "
+            "capture), the mean of the other steps [ms], output on the critical path, total",
+            ["variant", "steps", "set-up s", "first step s", "step ms", "output s", "total s",
+             "output %"], rows))
+
     def step_table(self):
         out = {}
         for label, backend, threads in step_variants(self.cpu, self.gpu, self.device_solver):
@@ -396,6 +421,8 @@ class _Bench:
             self.step_table()
         if "scaling" in self.parts:
             self.scaling()
+        if "run" in self.parts:
+            self.run_table()
         self.res["tables"] = self.tables
         return self.res
 
@@ -436,7 +463,7 @@ def _tracer_call(asm, d, **kw):
 
 
 def run_bench(config=None, *, backend="both", repeat=5, steps=3, mesh=None, sizes=None,
-              parts=PARTS, block=128, cpu_max_elements=150_000, json_path=None,
+              parts=DEFAULT_PARTS, block=128, cpu_max_elements=150_000, json_path=None,
               echo=print) -> dict:
     """Run the benchmark and return (and optionally write) its results.
 

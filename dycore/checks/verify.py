@@ -222,6 +222,11 @@ def _read_mean_w(path: Path, t_start: float):
             note = (f"no snapshot with t >= {t_start:g} s (last: t = {times[use[0]]:g} s); "
                     f"using the last snapshot only")
         w = np.mean([np.asarray(wvar[i, :], dtype=float) for i in use], axis=0)
+        if not np.any(w):          # every correlation and ratio would be 0 / 0 (issue 25)
+            raise OutputError(
+                f"{path}: w is 0 at every node in the snapshot(s) used (t = "
+                f"{', '.join(f'{times[i]:g}' for i in use)} s); there is no wave to compare "
+                "with linear theory (t = 0 is the state at rest: verify a run that has stepped)")
         coords = np.column_stack([np.asarray(ds.variables[c][:], dtype=float) for c in "xyz"])
         conn = ds.variables["cell_nodes"]
         cells = np.asarray(conn[:, :], dtype=np.int64) - int(getattr(conn, "start_index", 0))
@@ -252,7 +257,8 @@ def verify(path, *, t_start: float = 5000.0, theory=None, keep_fields: bool = Tr
 
     Raises
     ------
-    OutputError for an unreadable file; ConfigError for a case this package does not know or
+    OutputError for an unreadable file or one whose w is 0 everywhere in the snapshots used
+    (nothing to compare: only t = 0); ConfigError for a case this package does not know or
     one without ``linear_reference``; ValueError for a half_width outside (0, 20 km].
     """
     if half_width is not None and not 0.0 < half_width <= SECTION_X[-1]:

@@ -29,11 +29,13 @@ def step_diagnostics(info) -> dict:
 
     Returns
     -------
-    dict with the :data:`SCALAR_NAMES`, ``picard_change`` list [m/s] and
-    ``solver_iterations_<system>`` totals over the step.
+    dict with the :data:`SCALAR_NAMES`, ``picard_change`` list [m/s] (one value per Picard
+    iteration done), ``picard_iterations`` (its length, int) and ``solver_iterations_<system>``
+    totals over the step.
     """
     out = dict(info.diagnostics)
     out["picard_change"] = list(info.picard_change)
+    out["picard_iterations"] = len(out["picard_change"])
     for k, v in info.iterations.items():
         out[f"solver_iterations_{k}"] = int(v)
     return out

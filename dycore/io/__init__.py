@@ -1,9 +1,10 @@
-"""Output: netCDF-4 / UGRID writer (append + sync per record), reader helpers, plots of w, and
-the XDMF + HDF5 export for ParaView.
+"""Output: netCDF-4 / UGRID writer (append + sync per record), reader helpers, plots of w, the
+XDMF + HDF5 series for ParaView and the 2-D UGRID plane sections (both written snapshot by
+snapshot through :mod:`dycore.io.followers`).
 
-``plot_w`` and the section helpers live in :mod:`dycore.io.plot`, ``export_xdmf`` in
+``plot_w`` and the section geometry live in :mod:`dycore.io.plot`, ``export_xdmf`` in
 :mod:`dycore.io.xdmf` (imported on first use, so a run that only writes netCDF never imports
-Matplotlib or meshio).
+Matplotlib or h5py).
 """
 from dycore.io.netcdf import DIAGNOSTICS, FIELDS, SnapshotWriter, read_last_snapshot
 

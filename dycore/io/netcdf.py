@@ -17,7 +17,8 @@ File layout (CF-1.8, UGRID-1.0 fully 3-D mesh; docs/output.md describes it for u
 
 Every variable but the scalar ``mesh`` has explicit chunks (:func:`_rows_per_chunk`) and zlib
 compression at :data:`COMPRESSION_LEVEL` with the shuffle filter (the level was chosen by measuring
-file size and write time, docs/output.md). The ``config`` and ``history`` attributes carry no
+file size and write time, docs/output.md), and a Fletcher-32 checksum per chunk
+(:mod:`dycore.io.integrity`). The ``config`` and ``history`` attributes carry no
 absolute paths (:func:`portable_text`). Every :meth:`SnapshotWriter.write_snapshot` and
 :meth:`SnapshotWriter.write_diagnostics` (and :meth:`SnapshotWriter.write_diagnostics_rows`, which
 ``dycore run`` uses to write the steps since the last snapshot together with it) ends with
@@ -38,6 +39,7 @@ import numpy as np
 
 from dycore.dtypes import INDEX, NLOC, REAL
 from dycore.errors import OutputError
+from dycore.io.integrity import CHECKSUM
 
 __all__ = ["SnapshotWriter", "read_last_snapshot", "open_output", "FIELDS", "DIAGNOSTICS",
            "TIME_UNITS", "CALENDAR", "COMPRESSION_LEVEL", "NOT_RECORDED", "portable_text"]
@@ -201,6 +203,41 @@ def open_output(path, required=("x", "y", "z", "cell_nodes", "time"), attrs=(),
     return ds
 
 
+def _rename_into_place(part: Path, path: Path, replacing: bool) -> None:
+    """Rename ``part`` to ``path``: over it when it existed before (``replacing``), else only
+    if no file has appeared there meanwhile (a hard link, which fails on an existing name; on
+    file systems without hard links, a check just before the rename).
+
+    Raises
+    ------
+    OutputError
+        A file appeared at ``path`` that this process did not create (it is left alone).
+    """
+    import errno
+
+    if replacing:
+        os.replace(part, path)
+        return
+    try:
+        os.link(part, path)
+    except FileExistsError:
+        part.unlink(missing_ok=True)
+        raise OutputError(f"{path}: a file appeared there while this run was starting (not "
+                          "made by it); left as it is: choose another --output, or pass "
+                          "--overwrite") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                             errno.EMLINK):
+            raise
+        if path.exists():
+            part.unlink(missing_ok=True)
+            raise OutputError(f"{path}: a file appeared there while this run was starting "
+                              "(not made by it); left as it is") from None
+        os.replace(part, path)
+        return
+    part.unlink()
+
+
 class SnapshotWriter:
     """Create a netCDF-4 file for one run and append snapshots and diagnostics to it.
 
@@ -210,7 +247,9 @@ class SnapshotWriter:
         File to create (overwritten if it exists); its parent folder is created. The file is
         made as ``path`` + ``.part`` and renamed to ``path`` (``os.replace``) once its header
         (dimensions, mesh, metadata) is flushed, so ``path`` never names a file without one,
-        whenever the process is killed (a stale ``.part`` may be left).
+        whenever the process is killed (a stale ``.part`` may be left). A ``path`` that did not
+        exist when the writer started is never renamed over: a file that appeared there
+        meanwhile (made by another program) is left alone and OutputError raised.
     mesh : object
         Anything with ``coords`` (nnodes, 3) float64 [m] and ``tets`` (nele, 4) int [0-based].
     config_yaml : str
@@ -265,6 +304,7 @@ class SnapshotWriter:
         self._n_time = 0
         self._n_step = 0
         netCDF4 = _import_netcdf4()
+        replacing = self.path.exists()     # the caller chose to replace it (--overwrite)
         part = self.path.with_name(self.path.name + ".part")   # renamed once the header is
         try:                                                  # on disk (see the class notes)
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,7 +314,10 @@ class SnapshotWriter:
         try:
             self._define(coords, tets.astype(INDEX), config_yaml, version, title)
             self._ds.sync()
-            os.replace(part, self.path)                       # the open file keeps its inode
+            _rename_into_place(part, self.path, replacing)    # the open file keeps its inode
+        except OutputError:
+            self._ds.close()
+            raise
         except (OSError, RuntimeError) as exc:
             self._ds.close()
             part.unlink(missing_ok=True)
@@ -286,7 +329,7 @@ class SnapshotWriter:
         """A compressed variable with explicit chunks; ``fill_value=False``: no _FillValue."""
         where = self._ds if group is None else group
         return where.createVariable(name, dtype, dims, fill_value=fill_value,
-                                    chunksizes=chunks, **self._compression)
+                                    chunksizes=chunks, **self._compression, **CHECKSUM)
 
     def _define(self, coords, tets, config_yaml, version, title) -> None:
         ds = self._ds
@@ -371,10 +414,12 @@ class SnapshotWriter:
 
         record = (_rows_per_chunk(0),)
         step = self._variable("step", "i4", ("step",), record)
-        step.long_name = "time-step number (1 = first step)"
+        step.setncatts({"long_name": "time-step number (1 = first step)", "units": "1"})
+        # no standard_name "time" here: CF tools (cf_xarray's ds.cf["time"]) must find one time
+        # coordinate, the snapshots' ``time``; this is a second time axis, of the step records
         diag_time = self._variable("diag_time", "f8", ("step",), record, fill_value=np.nan)
-        diag_time.setncatts({"standard_name": "time", "long_name": "model time at the end of the "
-                             "step", "units": TIME_UNITS, "calendar": CALENDAR,
+        diag_time.setncatts({"long_name": "model time at the end of the step",
+                             "units": TIME_UNITS, "calendar": CALENDAR,
                              "units_metadata": "leap_seconds: none"})
         picard = self._variable("picard_change", "f8", ("step", "picard"),
                                 (_rows_per_chunk(0, self.picard_iterations),
@@ -585,7 +630,7 @@ class SnapshotWriter:
             if "stage" not in group.dimensions:
                 group.createDimension("stage", None)
                 names = group.createVariable("stage_name", str, ("stage",),
-                                             chunksizes=(_TIMER_CHUNK,))
+                                             chunksizes=(_TIMER_CHUNK,), **CHECKSUM)
                 names.long_name = "timed stage"
             old = len(group.dimensions["stage"])
             names = group.variables["stage_name"]

@@ -19,8 +19,9 @@ import numpy as np
 from dycore.errors import OutputError
 from dycore.io.netcdf import DIAGNOSTICS, FIELDS, NOT_RECORDED, open_output, read_last_snapshot
 
-__all__ = ["PlaneSection", "plane_section", "sample_section", "GroundSurface", "ground_surface",
-           "plot_w", "plot_diagnostics", "nice_interval", "save_png"]
+__all__ = ["PlaneSection", "plane_section", "SectionMesh", "section_mesh", "sample_section",
+           "GroundSurface", "ground_surface", "plot_w", "plot_diagnostics", "nice_interval",
+           "save_png", "colour_scale", "ColourScale", "PERTURBATION_FIELDS"]
 
 _AXES = "xyz"
 
@@ -59,9 +60,48 @@ class PlaneSection:
         return tuple(a for a in range(3) if a != self.axis)
 
 
-def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, axis: int,
-                  level: float) -> PlaneSection:
-    """Cut a tetrahedral P1 field with an axis-aligned plane.
+@dataclass(frozen=True)
+class SectionMesh:
+    """The geometry of an axis-aligned plane cut through a tetrahedral mesh, with the weights
+    that give any P1 field on it: ``value = f[node_i] + weight * (f[node_j] - f[node_i])``
+    (:meth:`values`), exact for a P1 field.
+
+    Attributes
+    ----------
+    axis, level : int, float
+        The plane ``coords[:, axis] == level`` [m].
+    points : ndarray (m, 2) float64
+        In-plane coordinates [m] of the section vertices (as :class:`PlaneSection`).
+    triangles : ndarray (k, 3) int64
+        Non-degenerate triangles of the section (indices into ``points``).
+    node_i, node_j : ndarray (m,) int64
+        Mesh nodes of the edge each vertex lies on (``node_i == node_j`` for a mesh node lying
+        in the plane).
+    weight : ndarray (m,) float64
+        Position along the edge, 0 at ``node_i``, 1 at ``node_j``.
+    boundary_edges : ndarray (b, 2) int64
+        Edges of the section's outline.
+    """
+
+    axis: int
+    level: float
+    points: np.ndarray
+    triangles: np.ndarray
+    node_i: np.ndarray
+    node_j: np.ndarray
+    weight: np.ndarray
+    boundary_edges: np.ndarray
+
+    def values(self, field: np.ndarray) -> np.ndarray:
+        """The P1 field ``field`` (nnodes,) at the section vertices, (m,) float64."""
+        field = np.asarray(field, dtype=np.float64)
+        fi = field[self.node_i]
+        return fi + self.weight * (field[self.node_j] - fi)
+
+
+def section_mesh(coords: np.ndarray, tets: np.ndarray, *, axis: int,
+                 level: float) -> SectionMesh:
+    """Cut a tetrahedral mesh with the plane ``coords[:, axis] == level``.
 
     Parameters
     ----------
@@ -69,8 +109,6 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
         Node coordinates [m].
     tets : ndarray (nele, 4) int
         0-based connectivity.
-    values : ndarray (nnodes,) float64
-        Nodal values of the P1 field.
     axis : int
         0, 1 or 2: the plane is ``x``, ``y`` or ``z`` = ``level``.
     level : float
@@ -78,7 +116,7 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
 
     Returns
     -------
-    PlaneSection
+    SectionMesh
         Possibly empty (no triangles) when the plane misses the mesh.
 
     Notes
@@ -90,7 +128,6 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
     """
     coords = np.asarray(coords, dtype=np.float64)
     tets = np.asarray(tets, dtype=np.int64)
-    values = np.asarray(values, dtype=np.float64)
     nnodes = coords.shape[0]
     s = coords[:, axis] - level
     s_ele = s[tets]
@@ -114,21 +151,23 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
         edge_j.append(np.concatenate([sel[:, b] for _, b in pairs]))
         ncorner = len(pairs)
         corners.append(base + np.arange(len(sel) * ncorner).reshape(ncorner, len(sel)).T)
+    empty = np.empty(0, np.int64)
     if not edge_i:
-        return PlaneSection(axis, float(level), np.empty((0, 2)), np.empty((0, 3), np.int64),
-                            np.empty(0), np.empty((0, 2), np.int64))
+        return SectionMesh(axis, float(level), np.empty((0, 2)), np.empty((0, 3), np.int64),
+                           empty, empty, np.empty(0), np.empty((0, 2), np.int64))
     ei, ej = np.concatenate(edge_i), np.concatenate(edge_j)
     # one section vertex per crossed edge, or per node lying in the plane
     on_plane = s[ej] == 0.0
     key = np.where(on_plane, ej * nnodes + ej, ei * nnodes + ej)
     unique_key, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     ui, uj = ei[first], ej[first]
-    t = np.where(s[uj] == 0.0, 1.0, s[ui] / (s[ui] - s[uj]))
+    in_node = s[uj] == 0.0
+    t = np.where(in_node, 1.0, s[ui] / np.where(in_node, 1.0, s[ui] - s[uj]))
+    ui = np.where(in_node, uj, ui)                  # a node in the plane: its own value
     in_plane = list(a for a in range(3) if a != axis)
     xyz = coords[ui] + t[:, None] * (coords[uj] - coords[ui])
-    xyz[s[uj] == 0.0] = coords[uj[s[uj] == 0.0]]
+    xyz[in_node] = coords[uj[in_node]]
     points = xyz[:, in_plane]
-    vals = np.where(s[uj] == 0.0, values[uj], values[ui] + t * (values[uj] - values[ui]))
 
     triangles = []
     for poly in corners:
@@ -138,7 +177,9 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
             triangles.append(poly[:, [0, 2, 3]])
     tri = np.concatenate(triangles)
     extent = np.ptp(points, axis=0).max() if len(points) else 0.0
-    points, vals, tri = _merge_close_points(points, vals, tri, _MERGE_RTOL * extent)
+    points, kept, tri = _merge_close_points(points, np.arange(len(points)), tri,
+                                            _MERGE_RTOL * extent)
+    ui, uj, t = ui[kept], uj[kept], t[kept]
     distinct = (tri[:, 0] != tri[:, 1]) & (tri[:, 1] != tri[:, 2]) & (tri[:, 0] != tri[:, 2])
     tri = tri[distinct]
     p0, p1, p2 = points[tri[:, 0]], points[tri[:, 1]], points[tri[:, 2]]
@@ -148,7 +189,36 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
 
     edges = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
     unique_edges, counts = np.unique(edges, axis=0, return_counts=True)
-    return PlaneSection(axis, float(level), points, tri, vals, unique_edges[counts == 1])
+    return SectionMesh(axis, float(level), points, tri, ui, uj, t,
+                       unique_edges[counts == 1])
+
+
+def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, axis: int,
+                  level: float) -> PlaneSection:
+    """Cut a tetrahedral P1 field with an axis-aligned plane (:func:`section_mesh`, then
+    :meth:`SectionMesh.values` of ``values``).
+
+    Parameters
+    ----------
+    coords : ndarray (nnodes, 3) float64
+        Node coordinates [m].
+    tets : ndarray (nele, 4) int
+        0-based connectivity.
+    values : ndarray (nnodes,) float64
+        Nodal values of the P1 field.
+    axis : int
+        0, 1 or 2: the plane is ``x``, ``y`` or ``z`` = ``level``.
+    level : float
+        Plane position [m].
+
+    Returns
+    -------
+    PlaneSection
+        Possibly empty (no triangles) when the plane misses the mesh.
+    """
+    mesh = section_mesh(coords, tets, axis=axis, level=level)
+    return PlaneSection(axis, mesh.level, mesh.points, mesh.triangles, mesh.values(values),
+                        mesh.boundary_edges)
 
 
 #: section vertices closer than this fraction of the section's extent are one vertex: a node a
@@ -324,12 +394,81 @@ def _window(lim, lo, hi):
     return (a, b) if b > a else (lo, hi)
 
 
+#: fields whose background is zero (perturbations, the spanwise and vertical velocity): a
+#: symmetric diverging scale around 0. The others (u = U + u', the mixing ratios) get a
+#: sequential scale over their own range, or one colour saturates the whole panel.
+PERTURBATION_FIELDS = ("v", "w", "p", "theta_prime")
+
+
+@dataclass(frozen=True)
+class ColourScale:
+    """Colour limits and contour levels of one panel.
+
+    Attributes
+    ----------
+    vmin, vmax : float
+        Colour limits, in the field's units.
+    levels : list of float
+        Contour levels (multiples of ``step``; 0 left out on a diverging scale).
+    step : float
+        Contour interval, in the field's units (> 0).
+    cmap : str
+        Matplotlib colour map: ``RdBu_r`` (diverging) or ``viridis`` (sequential).
+    """
+
+    vmin: float
+    vmax: float
+    levels: list
+    step: float
+    cmap: str
+
+
+def colour_scale(values: np.ndarray, diverging: bool) -> ColourScale:
+    """The colour scale of a panel from the values shown in it.
+
+    Parameters
+    ----------
+    values : ndarray (m,) float64
+        The field's values in the window shown (non-finite ones are ignored).
+    diverging : bool
+        True for a field whose background is 0 (:data:`PERTURBATION_FIELDS`): limits
+        ``±`` the 99th percentile of ``|value|`` (a thin layer of strong flow does not wash out
+        the rest). False: limits the 1st and 99th percentiles of the values, so ``u`` around its
+        inflow speed or a mixing ratio fills the panel with a gradient instead of one colour.
+
+    Returns
+    -------
+    ColourScale
+        Contour interval from :func:`nice_interval` (about 5 lines over the half range, or
+        over the range of a sequential scale); a constant field gets a range of ``±1e-12`` (or
+        ``±1e-9 |value|``) around its value.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if diverging:
+        vmax = float(np.percentile(np.abs(values), 99)) if values.size else 0.0
+        vmax = vmax if vmax > 0.0 else 1e-12
+        step = nice_interval(vmax)
+        n = int(vmax / step) + 1
+        levels = [k * step for k in range(-n, n + 1) if k != 0]
+        return ColourScale(-vmax, vmax, levels, step, "RdBu_r")
+    lo, hi = ((float(np.percentile(values, 1)), float(np.percentile(values, 99)))
+              if values.size else (0.0, 0.0))
+    if not hi > lo:
+        pad = max(1e-9 * abs(lo), 1e-12)
+        lo, hi = lo - pad, hi + pad
+    step = nice_interval(hi - lo)
+    levels = [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
+    return ColourScale(lo, hi, levels, step, "viridis")
+
+
 def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_below: bool,
-                  window, ground: GroundSurface | None = None) -> None:
-    """Filled colours on a symmetric scale chosen from the window shown (99th percentile of
-    |value| there, so a thin layer of strong flow does not wash out the rest), contour lines
-    at a fixed interval (negative dashed), the terrain (grey below a vertical section; height
-    contours of ``ground`` on a horizontal one) and the mesh outline."""
+                  window, ground: GroundSurface | None = None, *, diverging: bool = True,
+                  units: str = "") -> None:
+    """Filled colours on the :func:`colour_scale` of the window shown (symmetric around 0 for
+    a perturbation, the field's own range otherwise), contour lines at a fixed interval (in
+    ``units``; negative dashed on a diverging scale), the terrain (grey below a vertical
+    section; height contours of ``ground`` on a horizontal one) and the mesh outline."""
     from matplotlib.collections import LineCollection
 
     km = 1e-3
@@ -339,15 +478,11 @@ def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_b
                           _window(window[1], tri.y.min() / km, tri.y.max() / km))
     x0, x1, y0, y1 = x0 * km, x1 * km, y0 * km, y1 * km
     inside = (tri.x >= x0) & (tri.x <= x1) & (tri.y >= y0) & (tri.y <= y1)
-    shown = np.abs(section.values[inside]) if inside.any() else np.abs(section.values)
-    shown = shown[np.isfinite(shown)]
-    vmax = float(np.percentile(shown, 99)) if shown.size else 0.0
-    vmax = vmax if vmax > 0.0 else 1e-12
-    image = ax.tripcolor(tri, section.values, shading="gouraud", cmap="RdBu_r",
-                         vmin=-vmax, vmax=vmax, rasterized=True)
-    step = nice_interval(vmax)
-    levels = [k * step for k in range(-int(vmax / step) - 1, int(vmax / step) + 2) if k != 0]
-    ax.tricontour(tri, section.values, levels=levels, colors="k", linewidths=0.5)
+    scale = colour_scale(section.values[inside] if inside.any() else section.values, diverging)
+    image = ax.tripcolor(tri, section.values, shading="gouraud", cmap=scale.cmap,
+                         vmin=scale.vmin, vmax=scale.vmax, rasterized=True)
+    ax.tricontour(tri, section.values, levels=scale.levels, colors="k", linewidths=0.5)
+    step = scale.step
     outline = _outline_segments(section) * km
     if len(outline):
         if fill_below:
@@ -365,7 +500,8 @@ def _draw_section(fig, ax, section: PlaneSection, title: str, label: str, fill_b
     names = [_AXES[a] for a in section.in_plane_axes]
     ax.set_xlabel(f"{names[0]} [km]")
     ax.set_ylabel(f"{names[1]} [km]")
-    ax.set_title(f"{title}; contours every {step:g}" + (f"\n{terrain}" if terrain else ""))
+    interval = f"{step:g} {units}".strip()
+    ax.set_title(f"{title}; contours every {interval}" + (f"\n{terrain}" if terrain else ""))
     fig.colorbar(image, ax=ax, label=label, shrink=0.9, extend="both")
 
 
@@ -442,10 +578,11 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, field: str =
     FigureCanvasAgg(fig)
     fig.suptitle(f"{_file_title(path)}; t = {t:g} s")
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.7, 1.0]})
+    style = {"diverging": field in PERTURBATION_FIELDS, "units": FIELDS[field][1]}
     _draw_section(fig, left, sections[0], f"{field} on y = {y_section * 1e-3:g} km", label,
-                  True, (xlim, zlim))
+                  True, (xlim, zlim), **style)
     _draw_section(fig, right, sections[1], f"{field} on z = {z_level * 1e-3:g} km", label,
-                  False, (xlim, ylim), ground_surface(coords, cell_nodes))
+                  False, (xlim, ylim), ground_surface(coords, cell_nodes), **style)
     right.set_aspect("equal")
     return save_png(fig, png_path, dpi=120)
 

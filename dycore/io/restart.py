@@ -22,10 +22,12 @@ import numpy as np
 
 from dycore.dtypes import INDEX, REAL
 from dycore.errors import OutputError
+from dycore.io.integrity import check_undamaged
 from dycore.io.netcdf import FIELDS, SnapshotWriter, open_output
 
 __all__ = ["RestartPoint", "read_restart", "find_restart", "checkpoint_path",
-           "write_checkpoint", "snapshots_upto", "rewrite_output", "CHECKPOINT_SUFFIX"]
+           "write_checkpoint", "snapshots_upto", "rewrite_output", "drop_blank_records",
+           "CHECKPOINT_SUFFIX"]
 
 log = logging.getLogger("dycore")
 
@@ -93,7 +95,8 @@ def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> Res
     Raises
     ------
     OutputError
-        The file cannot be read, is not a dycore output file, or holds no complete snapshot
+        The file cannot be read, is not a dycore output file, holds damaged data (a checksum
+        that fails; variable and record named), or holds no complete snapshot
         (or the one at ``at`` is incomplete).
     ConfigError
         No snapshot lies within ``dt / 2`` of ``at`` (names the file's snapshot times).
@@ -103,6 +106,11 @@ def read_restart(path: str | Path, at: float | None = None, *, dt: float) -> Res
     path = Path(path)
     ds = open_output(path, ("x", "y", "z", "cell_nodes", "time", *FIELDS), ("config",),
                      "; cannot restart from it", what="restart file")
+    try:
+        check_undamaged(ds, path, "; cannot restart from it")
+    except OutputError:
+        ds.close()
+        raise
     try:
         times = np.asarray(ds.variables["time"][:], dtype=REAL)
         valid = np.flatnonzero(np.isfinite(times))
@@ -228,10 +236,12 @@ def snapshots_upto(path: str | Path, step: int, *, dt: float) -> tuple[int, int]
     Raises
     ------
     OutputError
-        ``path`` cannot be opened or is not a dycore output file.
+        ``path`` cannot be opened, is not a dycore output file, or holds damaged data (a
+        checksum that fails: the variable and record are named, :mod:`dycore.io.integrity`).
     """
     ds = open_output(path, ("time",), what="output file")
     try:
+        check_undamaged(ds, path)
         times = np.asarray(ds.variables["time"][:], dtype=REAL)
         if "snapshot_step" in ds.variables:
             steps = np.asarray(ds.variables["snapshot_step"][:], dtype=np.int64)
@@ -282,7 +292,7 @@ def rewrite_output(path: str | Path, *, keep_snapshots: int, keep_steps_upto: in
         keep = {"time": int(keep_snapshots), "step": n_step}
         lost.update(_unreadable_records(src, "step", n_step))
         if lost:                       # the kill cut a diagnostics write: drop that history
-            log.warning("%s: per-step variable(s) %s cannot be read (%s); the copy keeps the "
+            log.warning("warning: %s: per-step variable(s) %s cannot be read (%s); the copy keeps the "
                         "snapshots and starts the per-step records at the restart step",
                         path, ", ".join(lost), next(iter(lost.values())))
             keep["step"] = 0
@@ -295,6 +305,36 @@ def rewrite_output(path: str | Path, *, keep_snapshots: int, keep_steps_upto: in
                           "start a new file with --output") from None
     finally:
         src.close()
+
+
+def drop_blank_records(path: str | Path) -> int:
+    """Remove the blanked records (NaN time) at the end of output file ``path``: a run that
+    appended to it (``--restart``) and ended before writing over every record its restart
+    blanked. netCDF cannot shorten a dimension, so the file is rewritten by
+    :func:`rewrite_output` (atomically) when there are any.
+
+    Returns
+    -------
+    int : the time records removed (0: the file was left as it is).
+
+    Raises
+    ------
+    OutputError
+        The file cannot be read or rewritten (names it).
+    """
+    ds = open_output(path, ("time",), what="output file")
+    try:
+        times = np.asarray(ds.variables["time"][:], dtype=REAL)
+    except (OSError, RuntimeError, KeyError, IndexError) as exc:
+        raise OutputError(f"{path}: cannot read output file ({exc})") from None
+    finally:
+        ds.close()
+    valid = np.flatnonzero(np.isfinite(times))
+    keep = int(valid[-1]) + 1 if valid.size else 0
+    if keep == len(times):
+        return 0
+    rewrite_output(path, keep_snapshots=keep, keep_steps_upto=np.iinfo(np.int32).max)
+    return len(times) - keep
 
 
 def _unreadable_records(group, dim: str, n: int) -> dict[str, str]:
@@ -327,7 +367,7 @@ def _copy_group(src, dst, keep: Mapping[str, int]) -> None:
             compression="zlib" if filters.get("zlib") else None,
             complevel=filters.get("complevel", 4), shuffle=bool(filters.get("shuffle")),
             chunksizes=None if chunking in (None, "contiguous") else chunking,
-            contiguous=chunking == "contiguous")
+            contiguous=chunking == "contiguous", fletcher32=bool(filters.get("fletcher32")))
         out.set_auto_mask(False)
         out.setncatts(attrs)
         n = keep.get(var.dimensions[0]) if var.dimensions else None

@@ -7,6 +7,7 @@ path is plain ``dycore run``).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from dycore.errors import ConfigError, DycoreError
@@ -24,12 +25,49 @@ def cmd_run_mpi(args, config) -> int:
     ``dycore`` log (warnings, progress) is silenced. ``--restart`` writes a new file
     (``--output NEW``); appending to the restart file raises ConfigError.
     """
-    from dycore.parallel.mpi import abort_on_error, world
-    from dycore.parallel.run import run_distributed
+    from dycore.parallel.mpi import world
 
     comm = world()
     if comm.rank != 0:         # warnings and progress once: rank 0 logs for all
         logging.getLogger("dycore").setLevel(logging.CRITICAL + 1)
+    try:                       # every rank sees the same files: the same verdict
+        from dycore.io.safety import check_outputs_not_inputs, run_inputs_and_outputs
+        restart = args.restart[0] if getattr(args, "restart", None) is not None else None
+        check_outputs_not_inputs(*run_inputs_and_outputs(config, restart))
+    except DycoreError:
+        if comm.rank == 0:
+            raise
+        return EXIT_ERROR
+    with _rank0_output_lock(comm, config) as refused:
+        if refused is not None:                         # another process writes the output
+            if comm.rank == 0:
+                raise refused
+            return EXIT_ERROR
+        return _run(args, config, comm)
+
+
+@contextlib.contextmanager
+def _rank0_output_lock(comm, config):
+    """Rank 0 (the only writer) holds the output's lock (:func:`dycore.io.safety.output_lock`)
+    for the block; yields None, or on every rank the OutputError of a refused lock."""
+    from dycore.errors import OutputError
+    from dycore.io.safety import output_lock
+
+    with contextlib.ExitStack() as stack:
+        message = None
+        if comm.rank == 0:
+            try:
+                stack.enter_context(output_lock(config.output_path))
+            except OutputError as exc:
+                message = str(exc)
+        message = comm.bcast(message, root=0)
+        yield None if message is None else OutputError(message)
+
+
+def _run(args, config, comm) -> int:
+    from dycore.parallel.mpi import abort_on_error
+    from dycore.parallel.run import run_distributed
+
     try:
         restart, restart_at = (args.restart if getattr(args, "restart", None) is not None
                                else (None, None))
@@ -43,11 +81,12 @@ def cmd_run_mpi(args, config) -> int:
         return EXIT_CONFIG_ERROR if isinstance(exc, ConfigError) else EXIT_ERROR
     if comm.rank != 0:
         return EXIT_OK
-    print(summary.timers_table)
+    if not getattr(args, "quiet", False):
+        print(summary.timers_table)
     print(f"{summary.steps} steps to t = {summary.t:g} s in {summary.wall_time:.2f} s wall time "
           f"on {comm.size} MPI ranks")
     print(f"output: {summary.output_path}")
-    if "xdmf" in config.output.formats:
-        from dycore.cli import _export_xdmf
-        _export_xdmf(summary.output_path)
+    if "xdmf" in config.output.formats:          # written with each snapshot on rank 0
+        from dycore.cli import _print_xdmf
+        _print_xdmf(summary.output_path)
     return EXIT_OK

@@ -65,6 +65,7 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     """
     from dycore import __version__
     from dycore.errors import InstabilityError
+    from dycore.io.followers import attach_followers
     from dycore.io.netcdf import SnapshotWriter
     from dycore.io.restart import checkpoint_path, write_checkpoint
     from dycore.parallel.mpi import abort_on_error, world
@@ -126,6 +127,7 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
         if root:
             writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
                                     version=__version__, title=f"dycore {config.case.name}")
+            writer = attach_followers(writer, config, sim.mesh)   # sections, XDMF series
         fields = sim.gather_fields()
         if root:
             writer.write_snapshot(sim.state.t, fields, step=k0)

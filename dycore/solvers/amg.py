@@ -97,6 +97,22 @@ class HostHierarchy:
         self.coarse_inv = np.linalg.pinv(ml.levels[-1].A.toarray())
         self.sizes = [lev.A.shape[0] for lev in ml.levels]
 
+    def rounded(self, dtype) -> "HostHierarchy":
+        """A copy whose level matrices A, P, R hold their values rounded to ``dtype`` (and
+        back to float64): the hierarchy a V-cycle stored in ``dtype`` applies, bit for bit —
+        the reference of :class:`DeviceVCycle` with ``dtype=float32``."""
+        h = HostHierarchy.__new__(HostHierarchy)
+        h.levels = []
+        for A, P, R, dinv, coef in self.levels:
+            mats = []
+            for m in (A, P, R):
+                m = m.copy()
+                m.data = m.data.astype(dtype).astype(np.float64)
+                mats.append(m)
+            h.levels.append((*mats, dinv, coef))
+        h.coarse_inv, h.sizes = self.coarse_inv, list(self.sizes)
+        return h
+
     def as_arrays(self) -> dict:
         """The hierarchy as named arrays (set-up cache); :meth:`from_arrays` inverts it."""
         out = {"coarse_inv": self.coarse_inv, "sizes": np.asarray(self.sizes, np.int64),
@@ -183,17 +199,25 @@ class DeviceVCycle:
     ----------
     la : DeviceLinalg
     h : HostHierarchy
+    dtype : storage of the levels' A, P and R values: float64, or float32 (two thirds of the
+        bytes per nonzero; vectors, D⁻¹, the coarsest solve and all arithmetic stay float64).
+        The cycle is then the float64 cycle of ``h.rounded(float32)``: still a fixed symmetric
+        operator, so CG's convergence test is unchanged; only the preconditioner differs
+        (by the rounding of its matrices, ~6e-8 relative).
     """
 
-    def __init__(self, la, h: HostHierarchy):
+    def __init__(self, la, h: HostHierarchy, dtype=np.float64):
         self.la = la
+        self.dtype = np.dtype(dtype)
         self.levels = []
         for A, P, R, dinv, coef in h.levels:
             n = A.shape[0]
             bufs = [la.zeros(n)[1] for _ in range(3)]
             self.levels.append(dict(
-                A=DeviceMatrix.from_scipy(la, A), P=DeviceMatrix.from_scipy(la, P),
-                R=DeviceMatrix.from_scipy(la, R), dinv=la.nb(la.b.to_device(dinv)), coef=coef,
+                A=DeviceMatrix.from_scipy(la, A, dtype=dtype),
+                P=DeviceMatrix.from_scipy(la, P, dtype=dtype),
+                R=DeviceMatrix.from_scipy(la, R, dtype=dtype),
+                dinv=la.nb(la.b.to_device(dinv)), coef=coef,
                 n=n, bufs=bufs, d=la.zeros(n)[1], r=la.zeros(n)[1], b=la.zeros(n)[1]))
         nc = h.coarse_inv.shape[0]
         # the coarsest solve z = A_c⁺ b: the dense pseudo-inverse as a CSR matrix, so that its

@@ -81,7 +81,8 @@ class DeviceSystems:
                 h = HostHierarchy.from_arrays(setup_cache.get(name, build, timers,
                                                               "pressure AMG hierarchy"))
             self.amg_sizes = h.sizes
-            m = DeviceVCycle(la, h)
+            single = cfg.pressure.precision in ("auto", "float32") and not backend.strict
+            m = DeviceVCycle(la, h, np.float32 if single else np.float64)
         elif pc in ("jacobi", "none"):
             dinv = (1.0 / ops.pressure_host.diagonal() if pc == "jacobi"
                     else np.ones(self.n))

@@ -52,6 +52,8 @@ class DeviceLinalg:
     #: scalar CSR products without dots run the lean ``csr_spmv`` kernel (False: the general
     #: ``bsr_spmv``; the same bits — a profiling switch)
     LEAN = True
+    #: sum a row's thread group with warp shuffles (False: shared memory; same bits)
+    SHUFFLE = True
 
     def __init__(self, backend, rb: int = 256, max_group: int | None = None,
                  fuse: bool | None = None):
@@ -63,7 +65,7 @@ class DeviceLinalg:
         if max_group < 1 or max_group & (max_group - 1) or max_group > min(32, rb):
             raise ValueError(f"max_group {max_group}: expected a power of two <= min(32, rb)")
         self.b, self.rb, self.max_group = backend, rb, max_group
-        self.k = get_solver_kernels(backend.strict, rb)
+        self.k = get_solver_kernels(backend.strict, rb, self.SHUFFLE)
         # dummies for arguments a kernel does not use (1 element: no zero-size device arrays)
         self.empty_f = self.nb(backend.xp.zeros(1))
         self.no_partial = self.nb(backend.xp.zeros((1, 1)))
@@ -108,11 +110,16 @@ class DeviceLinalg:
         """y = A x / b − A x / y + A x (mode 0/1/2), ``a.g`` threads per block row; with
         ``partial`` also block partials of w·y (``ndot`` 2: and of y·y), finished with ``op``
         (< 0: not finished; then :meth:`finish` the returned number of partial rows).
-        A scalar CSR product without dots runs the lean ``csr_spmv`` (same bits)."""
+        A scalar CSR product without dots, or y = A x with w·y, runs a lean kernel
+        (``csr_spmv``, ``csr_spmv_dot``; the same bits)."""
         if a.bs == 1 and partial is None and self.lean:
             self.launch(self.k.csr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.g, x,
                         self.empty_f if b is None else b, y, mode, ctl)
             return 0
+        if a.bs == 1 and self.lean and mode == 0 and ndot == 1 and w is not None:
+            self.launch(self.k.csr_spmv_dot, a.nrow * a.g, a.indptr, a.indices, a.data, a.g,
+                        x, y, w, partial, op, slot, ctl, self.ticket)
+            return self.nparts(a)
         self.launch(self.k.bsr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.bs, a.g, x,
                     self.empty_f if b is None else b, y, mode,
                     self.empty_f if w is None else w, 0 if partial is None else ndot,
@@ -141,12 +148,15 @@ class DeviceMatrix:
     bs : 1 (CSR) or 3 (BCSR 3×3)
     g : threads per block row in the row kernels (None: :func:`group_size` of the mean nonzero
         blocks per row; 1: SciPy's summation order)
+    dtype : storage of ``data``: float64, or float32 (half the bytes per nonzero; the kernels
+        promote each value to float64 before multiplying, so the arithmetic stays float64)
     """
 
-    def __init__(self, la, indptr, indices, data, bs: int = 1, g: int | None = None):
+    def __init__(self, la, indptr, indices, data, bs: int = 1, g: int | None = None,
+                 dtype=np.float64):
         self.indptr = la.nb(self._device(la, indptr, np.int32))
         self.indices = la.nb(self._device(la, indices, np.int32))
-        self.data = la.nb(self._device(la, data, np.float64).reshape(-1))
+        self.data = la.nb(self._device(la, data, dtype).reshape(-1))
         self.nrow = int(self.indptr.shape[0]) - 1
         self.bs = bs
         self.n = self.nrow * bs
@@ -161,11 +171,11 @@ class DeviceMatrix:
         return a if a.dtype == dtype else a.astype(dtype)
 
     @classmethod
-    def from_scipy(cls, la, a, g: int | None = None):
-        """From a SciPy CSR matrix (copied to the device once)."""
+    def from_scipy(cls, la, a, g: int | None = None, dtype=np.float64):
+        """From a SciPy CSR matrix (copied to the device once, values stored as ``dtype``)."""
         a = a.tocsr()
         a.sort_indices()
-        return cls(la, a.indptr, a.indices, a.data, 1, g)
+        return cls(la, a.indptr, a.indices, a.data, 1, g, dtype)
 
 
 class _Solver:

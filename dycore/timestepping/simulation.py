@@ -19,6 +19,7 @@ from dycore.assembly.sparsity import Sparsity, build_sparsity
 from dycore.backend import select_backend
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.backend.timers import StageTimers
+from dycore.io.safety import guard_run
 from dycore.physics.coefficients import build_coefficients
 from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
 from dycore.timestepping.picard import PicardStepper
@@ -111,7 +112,7 @@ class Simulation:
         settings = {"case": data["case"]["name"],
                     "stabilisation": data["physics"]["stabilisation"],
                     "no_normal_flow": data["physics"]["no_normal_flow"],
-                    "pressure": data["solvers"]["pressure"],
+                    "pressure_preconditioner": data["solvers"]["pressure"]["preconditioner"],
                     "backend": type(self.backend).__name__,
                     "assembly": getattr(self.backend, "assembly", None),
                     "strict": bool(getattr(self.backend, "strict", False)),
@@ -148,7 +149,10 @@ class Simulation:
         """One time step; returns its diagnostics."""
         with self.timers("step (total)"):
             info = self.stepper.step(self.state)   # ends with a device→host read of its scalars
-        return step_diagnostics(info)
+        diag = step_diagnostics(info)
+        log.debug("step to t = %g s: %d Picard iteration(s), solver iterations %s",
+                  self.state.t, diag["picard_iterations"], info.iterations)
+        return diag
 
     def run(self, until: float | None = None, *, steps: int | None = None,
             callbacks=()) -> int:
@@ -252,6 +256,17 @@ def _result_keys(config) -> dict:
             if key != "time.t_end" and not key.startswith("output.")}
 
 
+def _portable_keys(keys: dict) -> dict:
+    """``keys`` with every absolute path in a text value written as the output file's
+    ``config`` attribute stores it (:func:`dycore.io.netcdf.portable_text`: relative to the
+    working directory below it, else the file name), so ``mesh.file: /data/m.msh`` matches the
+    file's ``m.msh`` (the mesh itself is compared bit for bit by :func:`check_restart_mesh`)."""
+    from dycore.io.netcdf import portable_text
+
+    return {key: portable_text(value) if isinstance(value, str) else value
+            for key, value in keys.items()}
+
+
 def check_restart_config(config, point) -> None:
     """Refuse a restart whose configuration differs from the file's ``config`` attribute in any
     key that changes the result (all but :data:`RESTART_FREE_KEYS`); ConfigError names them."""
@@ -266,7 +281,7 @@ def check_restart_config(config, point) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{point.path}: cannot restart: its config attribute is not a "
                           f"configuration this dycore version reads ({first})") from None
-    ours, theirs = _result_keys(config), _result_keys(stored)
+    ours, theirs = _portable_keys(_result_keys(config)), _portable_keys(_result_keys(stored))
     differ = [key for key in sorted(set(ours) | set(theirs)) if ours.get(key) != theirs.get(key)]
     if differ:
         source = config.source_path if config.source_path is not None else "the run"
@@ -318,6 +333,7 @@ def _owned(fields: dict) -> dict:
     return {name: np.array(values, copy=True) for name, values in fields.items()}
 
 
+@guard_run       # outputs that are inputs refused; the output locked for the whole run
 def run_from_config(config, *, max_steps: int | None = None, progress: bool | None = None,
                     writer_factory=None, overwrite: bool = False,
                     restart: str | Path | None = None,
@@ -352,11 +368,13 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     Raises
     ------
     DycoreError subclasses (ConfigError, MeshError, SolverDivergedError, OutputError,
-    InstabilityError, ...).
+    InstabilityError, ...); OutputError also when another process holds the output's lock or
+    an output is one of the run's inputs (:func:`dycore.io.safety.guard_run`).
     """
     from dycore.errors import InstabilityError
     from dycore.io.background import BackgroundWriter, DiagnosticsBuffer
     from dycore.io.netcdf import SnapshotWriter
+    from dycore.io.followers import attach_followers
     from dycore.timestepping.run_split import RunSplit
     from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
                                   inflow_speed, notice_backend_fallback)
@@ -395,6 +413,9 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
                             f"{point.path} (t = {point.t:g} s; the snapshots before it are "
                             "lost), or write a new file with --output") from None
                     append = False
+            if append:          # the file's own configuration and time continuity
+                from dycore.timestepping.continuity import check_append_target
+                append = check_append_target(config, path, point, overwrite=overwrite)
         if append and later and not overwrite:
             raise OutputError(f"{path}: restarting from t = {point.t:g} s would discard the "
                               f"file's {later} later snapshot(s); pass --overwrite to "
@@ -442,13 +463,14 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         try:
             writer = SnapshotWriter.append(path, **kept)
         except OutputError as exc:         # readable, not writable in place: copy, then append
-            log.warning("%s; rewriting its first %d snapshot(s) into a fresh file to continue it",
-                        exc, keep)
+            log.warning("warning: %s; rewriting its first %d snapshot(s) into a fresh file to "
+                        "continue it", exc, keep)
             rewrite_output(path, keep_snapshots=keep, keep_steps_upto=k0)
             writer = SnapshotWriter.append(path, **kept)
     else:
         writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
                                 version=__version__, title=f"dycore {config.case.name}")
+    writer = attach_followers(writer, config, sim.mesh, kept=writer._n_time if append else 0)
     split = RunSplit(wall0)
     split.setup_done()
     # every write runs on the writer thread, in order (dycore.io.background); the per-step
@@ -500,6 +522,9 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         table = sim.timers.table(f"stage timers ({sim.backend.describe()}, {sim.mesh.nele} "
                                  f"tetrahedra, {sim.mesh.nnodes} nodes, {n_steps - k0} steps)")
         out.submit(writer.write_timers, sim.timers.as_dict(), table)
+    if append:        # ended before the records its restart blanked: no NaN records left
+        from dycore.io.restart import drop_blank_records
+        drop_blank_records(path)
     return RunSummary(output_path=path, steps=n_steps - k0, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
                       last_diagnostics=diag, backend=sim.backend.describe(),

@@ -105,3 +105,29 @@ def test_restart_on_4_ranks_continues_a_2_rank_file_bitwise(files, tmp_path):
                   "--output", str(files[2]), timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.count("appending to the restart file is not available in MPI") == 1
+
+
+def test_a_bad_configuration_file_and_a_locked_output_are_reported_once(tmp_path):
+    """Issue 25: an error every rank meets while reading the file is printed by rank 0 alone,
+    and a run whose output another process holds is refused on every rank, once, naming it."""
+    import os
+
+    from dycore.io.safety import OutputLock
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("time: {dt: -1}\n")
+    proc = launch(2, "-m", "dycore", "run", str(bad), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("bad.yaml: time.dt: expected greater than 0 (got -1)") == 1, \
+        proc.stderr
+    out = tmp_path / "x.nc"
+    holder = OutputLock(out).acquire()
+    try:
+        proc = launch(2, "-m", "dycore", "run", str(_config(tmp_path)), "--output", str(out),
+                      timeout=120)
+    finally:
+        holder.release()
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count(f"x.nc: output file is being written by another dycore run "
+                             f"(process {os.getpid()} on ") == 1, proc.stderr
+    assert not out.exists()

@@ -269,3 +269,55 @@ def test_bicgstab_limit_is_reported(la):
     m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3)
     with pytest.raises(SolverDivergedError, match="tracer solve .*iteration limit"):
         solver.solve(m, np.ones(a.shape[0]))
+
+
+@pytest.mark.parametrize("g", [1, 4])
+def test_lean_csr_kernels_give_the_general_kernels_bits(la, g):
+    """csr_spmv (modes 0-2) and csr_spmv_dot (y = A x and w·y) against bsr_spmv with bs = 1."""
+    a = (_laplacian(9) + sp.random(81, 81, density=0.2, random_state=7, format="csr")).tocsr()
+    a.sort_indices()
+    m = DeviceMatrix.from_scipy(la, a, g)
+    x, b, w = np.random.default_rng(8).standard_normal((3, a.shape[0]))
+    try:
+        for mode in (0, 1, 2):
+            ys = []
+            for lean in (False, True):
+                la.lean = lean
+                y = b.copy()
+                assert la.spmv(m, x, y, mode=mode, b=b, ctl=_ctl()) == (0 if lean else
+                                                                        la.nparts(m))
+                ys.append(y)
+            assert np.array_equal(ys[0], ys[1]), mode
+        ctls, ys = [], []
+        for lean in (False, True):
+            la.lean = lean
+            ctl, y = _ctl(), np.empty(a.shape[0])
+            partial = np.full((la.nparts(m), 2), np.nan)
+            la.spmv(m, x, y, w=w, partial=partial, ctl=ctl, op=K.OP_STORE, slot=K.PQ)
+            ctls.append(ctl[K.PQ])
+            ys.append(y)
+        assert np.array_equal(ys[0], ys[1]) and np.array_equal(ys[0], grouped_matvec(a, x, g))
+        assert ctls[0] == ctls[1] == pytest.approx(w @ ys[0], rel=1e-13)
+    finally:
+        la.lean = DeviceLinalg.LEAN
+
+
+def test_vcycle_with_float32_levels_is_the_rounded_hierarchys_cycle(la):
+    """Levels stored in float32: bitwise the float64 cycle of the rounded hierarchy, within
+    rounding of the float64 cycle, and CG with it converges to the same tolerance."""
+    lap = _laplacian(8)
+    a = (lap @ lap).tocsr()
+    h = HostHierarchy(a, "chebyshev", 2, max_coarse=10)
+    m32 = DeviceVCycle(la, h, np.float32)
+    assert m32.levels[0]["A"].data.dtype == np.float32
+    b = np.random.default_rng(9).standard_normal(a.shape[0])
+    z = m32.issue(b, np.zeros((m32.nparts, 2)), _ctl()).copy()
+    assert np.array_equal(z, vcycle_reference(h.rounded(np.float32), b, la.max_group))
+    z64 = vcycle_reference(h, b, la.max_group)
+    assert not np.array_equal(z, z64)
+    assert np.linalg.norm(z - z64) <= 1e-6 * np.linalg.norm(z64)
+    cfg = SimpleNamespace(rtol=1e-10, atol=0.0, max_iterations=100)
+    pcg = DevicePCG(la, DeviceMatrix.from_scipy(la, a), m32, cfg, np.zeros(K.NCTL))
+    pcg.b_arr[...] = b
+    x, its = pcg.solve()
+    assert np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b)

@@ -38,6 +38,11 @@ SCRIPT = textwrap.dedent(r"""
                      f1, i1),
         "smooth": (i1, i1, f1, int64, f1, f1, f1, f1, f1, float64, float64, int64, int64, f2,
                    int64, int64, f1, i1),
+        "csr_spmv": (i1, i1, f1, int64, f1, f1, f1, int64, f1),
+        "csr_spmv@float32": (i1, i1, types.float32[::1], int64, f1, f1, f1, int64, f1),
+        "csr_spmv_dot": (i1, i1, f1, int64, f1, f1, f1, f2, int64, int64, f1, i1),
+        "smooth@float32": (i1, i1, types.float32[::1], int64, f1, f1, f1, f1, f1, float64,
+                           float64, int64, int64, f2, int64, int64, f1, i1),
         "finish": (f2, int64, int64, int64, f1),
         "init_residual": (f1, f1, f1, f1, int64, f2, int64, f1, i1),
         "update_xr": (f1, f1, f1, f1, int64, f1, int64, f2, int64, f1, i1),
@@ -64,11 +69,12 @@ SCRIPT = textwrap.dedent(r"""
         "step_scalars": (f1, f1, f1, f1, f2),
         "finish_columns": (f2, int64, i1, f1, int64),
     }
-    out = {"missing": sorted(set(bodies) - set(sigs)), "kernels": {}}
+    out = {"missing": sorted(set(bodies) - {n.split("@")[0] for n in sigs}), "kernels": {}}
     install_nvvm_fma_guard()             # the production strict path: renamed copies, fma=0
     for strict in (False, True):
         for name, sig in sigs.items():
-            fn = _renamed(bodies[name]) if strict else bodies[name]
+            body = bodies[name.split("@")[0]]          # "@float32": float32 matrix values
+            fn = _renamed(body) if strict else body
             ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
             out["kernels"][f"{name}{'/strict' if strict else ''}"] = {
                 "local": ".local" in ptx, "fma": "fma.rn.f64" in ptx}
@@ -84,9 +90,10 @@ def test_solver_kernels_compile_to_sm90_ptx():
     import json
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["missing"] == [], f"kernels without a PTX check: {out['missing']}"
-    assert len(out["kernels"]) == 2 * 25
+    assert len(out["kernels"]) == 2 * 29
     for name, k in out["kernels"].items():
         assert not k["local"], f"{name} uses local memory"
         if name.endswith("/strict"):
             assert not k["fma"], f"{name}: strict PTX contains fma"
     assert out["kernels"]["bsr_spmv"]["fma"]       # the production build does contract
+    assert out["kernels"]["csr_spmv@float32"]["fma"]

@@ -14,6 +14,7 @@ from numba import config as numba_config
 from numba import cuda
 
 from dycore.assembly.weak_forms import NGI, QUAD_N, QUAD_W
+from dycore.errors import ConfigError
 from dycore.assembly.sparsity import build_sparsity
 from dycore.bench.assembly import csr_find, lookup_by_search, tracer_inputs
 from dycore.bench.kernels import KERNELS, gpu_kernel, kernel_args, make_inputs
@@ -185,3 +186,23 @@ def test_bench_backend_flag_is_a_deprecated_paths(capsys):
     assert status != 0
     assert "--backend is deprecated here, use --paths" in err
     assert "--paths gpu and --backend cpu disagree" in err
+
+
+def test_bench_run_part_splits_whole_runs(tmp_path, monkeypatch):
+    """--parts run: one run per path into a temporary file; the parts add up to the total,
+    the steps are the ones asked for, and no output file is left behind."""
+    import tempfile
+
+    from dycore.bench import run_bench
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    res = run_bench("configs/mountainwave3d_small.yaml", backend="cpu", steps=2, mesh=(3, 3, 2),
+                    parts=["run"], echo=lambda *a: None, json_path=tmp_path / "b.json")
+    r = res["run"]["cpu"]
+    assert r["steps"] == 2 and r["first_step_s"] > 0 and r["step_ms"] > 0
+    parts = r["setup_s"] + r["steps_s"] + r["output_s"]
+    assert 0 < parts <= r["total_s"] and r["other_s"] == pytest.approx(r["total_s"] - parts)
+    assert r["steps_s"] == pytest.approx(r["first_step_s"] + r["step_ms"] / 1e3, rel=1e-9)
+    assert "run" in res["tables"] and "set-up s" in res["tables"]["run"]
+    assert not list(tmp_path.rglob("*.nc"))
+    with pytest.raises(ConfigError, match="unknown part 'runs'"):
+        run_bench(None, backend="cpu", parts=["runs"], echo=lambda *a: None)

@@ -107,7 +107,7 @@ def test_bad_config_exits_2_with_one_line_per_error(tmp_path):
     (("run", "absent.yaml", "--steps", "3"), 2, "absent.yaml: configuration file not found"),
     (("plot", "absent.nc"), 1, "absent.nc: cannot open output file"),
     (("config", "configs/mountainwave3d_small.yaml", "--reference"), 2,
-     "give either CONFIG or --reference"),
+     "give one of CONFIG, --reference, --schema"),
 ])
 def test_errors_are_one_line(tmp_path, args, code, message):
     proc = _dycore(*args)
@@ -157,7 +157,7 @@ def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
     assert f"output: {out}" in printed and "7 steps to t = 70 s" in printed
 
 
-def test_run_reports_dycore_errors_with_status_1(monkeypatch, capsys):
+def test_run_reports_dycore_errors_with_status_1(monkeypatch, capsys, tmp_path):
     from dycore.errors import SolverDivergedError
 
     def run_from_config(config, *, max_steps=None, overwrite=False):
@@ -168,7 +168,8 @@ def test_run_reports_dycore_errors_with_status_1(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
     monkeypatch.setattr(cli, "_run_overrides", lambda args: {})
     import dycore.config
-    config = types.SimpleNamespace(output=types.SimpleNamespace(formats=["netcdf"]))
+    config = types.SimpleNamespace(output=types.SimpleNamespace(formats=["netcdf"], sections=[]),
+                                   output_path=tmp_path / "out.nc")     # locked while it runs
     monkeypatch.setattr(dycore.config, "load_config", lambda path, overrides=None: config)
     assert cli.main(["run", str(SMALL)]) == 1
     err = capsys.readouterr().err

@@ -12,6 +12,9 @@ the two in step and each case checks its printed lines against the row.
 from __future__ import annotations
 
 import copy
+import fcntl
+import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ import pytest
 import yaml
 
 from dycore import cli
+from dycore.io.safety import lock_path
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "errors.md"
@@ -180,6 +184,11 @@ CASES: list[Case] = [
       "solvers.pressure.method: expected 'cg' (the pressure system is SPD)"),
     c("solvers-momentum-amg", {"solvers": {"momentum": {"preconditioner": "amg"}}}, 2,
       "solvers.momentum.preconditioner", "amg is for the pressure system only"),
+    c("solvers-pressure-float32-jacobi",
+      {"solvers": {"pressure": {"preconditioner": "jacobi", "precision": "float32"}}}, 2,
+      "solvers.pressure.precision: float32 needs preconditioner amg"),
+    c("solvers-momentum-float32", {"solvers": {"momentum": {"precision": "float32"}}}, 2,
+      "solvers.momentum.precision: expected float64 (float32 is for the pressure AMG levels)"),
     c("solvers-method-unknown", {"solvers": {"tracer": {"method": "lu"}}}, 2,
       "solvers.tracer.method", "expected 'cg', 'gmres' or 'bicgstab'"),
     c("solvers-rtol-zero", {"solvers": {"pressure": {"rtol": 0}}}, 2, "solvers.pressure.rtol",
@@ -221,6 +230,15 @@ CASES: list[Case] = [
       "placeholders only from {case}, {config}; unknown {name}"),
     c("output-path-brace", {"output": {"path": "{case.nc"}}, 2, "output.path",
       "a path with valid {} placeholders"),
+    c("output-sections-bad", {"output": {"sections": ["z:1000"]}}, 2, "output.sections",
+      "expected a plane AXIS=LEVEL [m] such as z=3000 or y=0, not 'z:1000'"),
+    c("output-sections-twice", {"output": {"sections": ["z=1000", "z = 1000.0"]}}, 2,
+      "output.sections", "each section at most once"),
+    c("output-sections-outside", {"output": {"sections": ["z=-500"]}}, 1,
+      "output.sections: the plane z = -500 m does not cut the mesh (z from"),
+    c("output-sections-exist", {"output": {"sections": ["z=1000"]}}, 1,
+      "out.section_z1000m.nc: section file(s) of output.sections exist; pass --overwrite",
+      setup=("section-file",)),
     c("output-formats-no-netcdf", {"output": {"formats": ["xdmf"]}}, 2, "output.formats",
       "expected a list that contains netcdf"),
     c("output-formats-unknown", {"output": {"formats": ["netcdf", "vtu"]}}, 2,
@@ -241,7 +259,7 @@ CASES: list[Case] = [
     c("output-exists", {}, 1, "out.nc: output file exists; pass --overwrite",
       setup=("prev",)),
     c("output-xdmf-exists", {"output": {"formats": ["netcdf", "xdmf"]}}, 1,
-      "out.xdmf and out.h5: XDMF output exists; pass --overwrite", setup=("xdmf",)),
+      "out.xdmf and out_xdmf: XDMF output exists; pass --overwrite", setup=("xdmf",)),
     c("output-checkpoint-exists", {}, 1, "out.checkpoint.nc: checkpoint file exists",
       "pass --overwrite", setup=("checkpoint-only",)),
     c("output-path-directory", {"output": {"path": "outdir"}}, 1,
@@ -288,6 +306,27 @@ CASES: list[Case] = [
       "outdir: output.path (--output) is a directory", setup=("outdir",)),
     a("flag-output-proc", RUN + ("--output", "/proc/x.nc"), 1,
       "/proc/x.nc: output.path (--output) cannot be created: no file can be written in /proc"),
+    a("flag-set-no-equals", RUN + ("--set", "time.dt"), 2,
+      "argument --set: expected KEY.PATH=VALUE such as time.dt=5 (got 'time.dt')"),
+    a("flag-set-unknown-key", RUN + ("--set", "mesh.bogus=3"), 2,
+      "--set mesh.bogus: unknown key; expected one of file, nx"),
+    a("flag-set-bad-value", RUN + ("--set", "time.dt=-1"), 2,
+      "--set time.dt: expected greater than 0 (got -1)"),
+    a("flag-set-twice", RUN + ("--set", "time.dt=5", "--set", "time.dt=6"), 2,
+      "--set time.dt: given more than once"),
+    a("flag-set-and-flag", RUN + ("--set", "time.t_end=20", "--t-end", "30"), 2,
+      "--set time.t_end: also set by --t-end; give one of them"),
+    a("flag-verbose-and-quiet", RUN + ("-v", "-q"), 2,
+      "argument -q/--quiet: not allowed with argument -v/--verbose"),
+    a("flag-verbose-before-quiet-after", ("-v",) + RUN + ("-q",), 2,
+      "-v/--verbose and -q/--quiet: give one of them"),
+    a("flag-log-file-directory", RUN + ("--log-file", "outdir"), 1,
+      "--log-file outdir: cannot open the log file for appending (Is a directory)",
+      setup=("outdir",)),
+    a("config-two-modes", ("config", "run.yaml", "--schema"), 2,
+      "give one of CONFIG, --reference, --schema (got CONFIG and --schema)"),
+    a("config-set-without-config", ("config", "--set", "time.dt=5"), 2,
+      "--set time.dt: needs CONFIG (the file it overrides)"),
     a("command-missing", (), 2, "the following arguments are required: COMMAND"),
     a("command-unknown", ("fly",), 2, "argument COMMAND: invalid choice: 'fly'"),
     a("run-no-config", ("run",), 2, "the following arguments are required: CONFIG"),
@@ -337,6 +376,62 @@ CASES: list[Case] = [
                                         "out.checkpoint.nc", "--t-end", "60"), 2,
       "out.checkpoint.nc: output.path (--output) is a checkpoint; the run's output is out.nc",
       setup=("prev",)),
+    # ----------------------------------------------- data safety (issue 25): no file lost
+    a("output-locked", RUN + ("--overwrite",), 1, "out.nc: output file is being written by "
+      "another dycore run (process 4242 on otherhost", "wait for it to end",
+      setup=("prev", "locked")),
+    a("output-is-config", RUN + ("--output", "run.yaml", "--overwrite"), 1,
+      "run.yaml: output.path (--output) is the configuration file; writing it would destroy "
+      "the input"),
+    a("output-is-mesh-file", RUN + ("--overwrite",), 1,
+      "mesh.msh: output.path (--output) is mesh.file (the mesh)",
+      config="mesh: {file: mesh.msh}\noutput: {path: mesh.msh, progress: false}\n"),
+    a("flag-overwrite-abbreviated", RUN + ("--over",), 2,
+      "--over: abbreviated --overwrite; write the flag in full"),
+    a("restart-damaged", RUN + ("--restart", "out.nc", "--t-end", "60"), 1,
+      "notice: out.nc: damaged data (checksum mismatch or undecodable chunk) in variable w, "
+      "record 1 (t = 10 s); cannot restart from it; restarting from its checkpoint",
+      "pass --overwrite to start out.nc anew from the checkpoint", setup=("prev-damaged",)),
+    a("restart-damaged-no-checkpoint", RUN + ("--restart", "out.nc", "--t-end", "60"), 1,
+      "out.nc: damaged data (checksum mismatch or undecodable chunk) in variable w, record 1 "
+      "(t = 10 s); cannot restart from it", setup=("prev-damaged-alone",)),
+    a("restart-output-other-config", RUN + ("--restart", "out.nc", "--t-end", "60"), 2,
+      "out.nc: cannot append the restart from out.checkpoint.nc to it: the file was written "
+      "with another configuration: physics.nu_h (file: 123.0, run.yaml: 5.0)",
+      setup=("prev-other-config",)),
+    a("restart-output-gap", RUN + ("--restart", "out.nc", "--t-end", "60"), 1,
+      "out.nc: cannot append the restart from out.checkpoint.nc (t = 30 s, step 3) to it: the "
+      "file ends at t = 0 s (step 0), 30 s before it, more than its output.output_interval = "
+      "10 s", setup=("prev-gap",)),
+    a("restart-directory", RUN + ("--restart", "outdir", "--output", "new.nc"), 2,
+      "--restart outdir: is a directory; expected an output file", setup=("outdir",)),
+    a("file-alias-bomb", RUN, 2, "run.yaml: the YAML expands to more than 100,000 values",
+      config="".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
+                     for p, c in zip("abcdefgh", "bcdefghi")).join(
+                         ["a: &a [x, x, x, x, x, x, x, x, x]\n", "mesh: {nx: *i}\n"])),
+    a("file-recursive-alias", RUN, 2, "run.yaml: line 1, column 7: an alias refers to a "
+      "collection that contains it (recursive)", config="mesh: &a {nx: [*a]}\n"),
+    a("verify-json-is-input", ("verify", "out.nc", "--json", "out.nc"), 1,
+      "out.nc: --json is FILE (the output file read); writing it would destroy the input",
+      setup=("prev",)),
+    a("verify-json-exists", ("verify", "out.nc", "--json", "notes.txt"), 1,
+      "notes.txt: --json file exists; pass --overwrite to replace it", setup=("prev", "notes")),
+    a("verify-png-format", ("verify", "out.nc", "--png", "x.xyz"), 2,
+      "--png x.xyz: unknown image format '.xyz'", setup=("prev",)),
+    a("verify-only-t0", ("verify", "out.nc"), 1, "out.nc: w is 0 at every node in the "
+      "snapshot(s) used (t = 0 s)", setup=("prev-t0",)),
+    a("plot-png-format", ("plot", "out.nc", "--png", "x.xyz"), 2,
+      "--png x.xyz: unknown image format '.xyz'", setup=("prev",)),
+    a("plot-png-is-input", ("plot", "out.nc", "--png", "link.png"), 1,
+      "link.png: --png is FILE (the output file read) (= out.nc)", setup=("prev", "hardlink")),
+    a("export-input-damaged", ("export", "out.nc", "--xdmf"), 1,
+      "out.nc: cannot read w, record 1 (t = 10 s) of the output file",
+      setup=("prev-damaged-alone",)),
+    a("mesh-out-is-config", ("mesh", "run.yaml", "--out", "run.yaml", "--overwrite"), 1,
+      "run.yaml: --out is CONFIG (the configuration file)"),
+    a("mesh-out-directory", ("mesh", "run.yaml", "--out", "outdir"), 1,
+      "outdir: --out is a directory; expected a file name such as outdir/run.msh",
+      setup=("outdir",)),
     # ------------------------------------------------------------ plot, export, verify
     a("plot-missing-file", ("plot", "absent.nc"), 1, "absent.nc: cannot open output file"),
     a("plot-not-netcdf", ("plot", "notes.txt"), 1, "notes.txt: cannot open output file",
@@ -396,7 +491,7 @@ CASES: list[Case] = [
     a("config-missing-file", ("config", "absent.yaml"), 2,
       "absent.yaml: configuration file not found"),
     a("config-and-reference", ("config", "run.yaml", "--reference"), 2,
-      "give either CONFIG or --reference, not both"),
+      "give one of CONFIG, --reference, --schema (got CONFIG and --reference)"),
     a("validate-tolerance-negative", ("validate", "run.yaml", "--tolerance", "-1"), 2,
       "--tolerance: expected a number >= 0, got -1.0"),
     a("bench-block-size", ("bench", "--block", "100"), 2,
@@ -424,8 +519,11 @@ def _setup(names, folder: Path, previous: Path) -> None:
                                                            else "out.nc"))
         elif name.startswith("prev-"):
             shutil.copy(previous / "out.nc", folder / "out.nc")
-            if name == "prev-corrupt":
+            if name in ("prev-corrupt", "prev-damaged", "prev-other-config", "prev-gap"):
                 shutil.copy(previous / "out.checkpoint.nc", folder / "out.checkpoint.nc")
+            if name.startswith("prev-damaged"):       # one chunk's bytes, checksum now fails
+                damage_chunk(folder / "out.nc", "w", 1)
+                continue
             if name == "prev-corrupt":               # HDF5's superblock overwritten
                 data = (folder / "out.nc").read_bytes()
                 (folder / "out.nc").write_bytes(b"\0" * 64 + data[64:])
@@ -437,21 +535,62 @@ def _setup(names, folder: Path, previous: Path) -> None:
                     ds["u"][:, 0] = float("nan")
                 elif name == "prev-moved":           # not the mesh the configuration builds
                     ds["x"][0] = ds["x"][0] + 1.0
+                elif name == "prev-other-config":    # a leftover of another run: nu_h 123
+                    ds["time"][2:] = float("nan")
+                    cfg = yaml.safe_load(ds.getncattr("config"))
+                    cfg["physics"]["nu_h"] = 123.0
+                    ds.setncattr("config", yaml.safe_dump(cfg))
+                elif name == "prev-gap":             # stopped at t = 0, checkpoint at 30 s
+                    ds["time"][1:] = float("nan")
+                elif name == "prev-t0":              # only the initial snapshot
+                    ds["time"][1:] = float("nan")
+                    ds["w"][1:, :] = float("nan")
+        elif name == "locked":                      # another run holds out.nc
+            fd = os.open(lock_path(folder / "out.nc"), os.O_RDWR | os.O_CREAT)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.write(fd, json.dumps({"pid": 4242, "host": "otherhost", "command":
+                                     "dycore run run.yaml", "started": "2026-11-26T06:00:00"
+                                     "+00:00"}).encode())
+            HELD_LOCKS.append(fd)
+        elif name == "hardlink":                    # another name of out.nc
+            os.link(folder / "out.nc", folder / "link.png")
         elif name == "notes":
             (folder / "notes.txt").write_text("not a netCDF file\n")
+        elif name == "section-file":
+            (folder / "out.section_z1000m.nc").write_text("")
         elif name == "outdir":
             (folder / "outdir").mkdir()
         elif name == "yaml-folder":
             (folder / "run.yaml").mkdir()
         elif name == "xdmf":
             (folder / "out.xdmf").write_text("")
-            (folder / "out.h5").write_text("")
+            (folder / "out_xdmf").mkdir()
         elif name == "foreign":
             with netCDF4.Dataset(folder / "foreign.nc", "w") as ds:
                 ds.createDimension("n", 3)
                 ds.createVariable("t2m", "f8", ("n",))[:] = [1.0, 2.0, 3.0]
         else:
             raise AssertionError(f"unknown setup {name!r}")
+
+
+#: lock file descriptors a case's setup holds (closed after the case)
+HELD_LOCKS: list[int] = []
+
+
+def damage_chunk(path: Path, variable: str, record: int) -> None:
+    """Overwrite up to 32 bytes inside the stored chunk of ``variable``'s ``record`` (its
+    Fletcher-32 checksum then fails; nothing outside the chunk changes), as a disk or a copy
+    might."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        info = f[variable].id.get_chunk_info_by_coord((record, 0))
+    n = min(32, info.size - 4)                      # the checksum: the chunk's last 4 bytes
+    with open(path, "r+b") as f:
+        f.seek(info.byte_offset)
+        old = f.read(n)
+        f.seek(info.byte_offset)
+        f.write(bytes(b ^ 0x5A for b in old))       # every byte changed
 
 
 def _config_text(case: Case) -> str | None:
@@ -480,6 +619,9 @@ def run_case(case: Case, folder: Path, previous: Path, capsys, monkeypatch) -> t
         status = cli.main(list(case.argv))
     except SystemExit as exc:            # argparse usage errors
         status = exc.code
+    finally:
+        while HELD_LOCKS:
+            os.close(HELD_LOCKS.pop())
     return status, capsys.readouterr().err
 
 

@@ -57,11 +57,12 @@ def test_second_build_loads_bitwise_and_steps_identically(tmp_path):
 
 def test_the_key_follows_what_the_set_up_depends_on(tmp_path):
     base = Simulation(_config(), setup_cache=tmp_path).setup_cache.key
-    same = Simulation(_config(**{"physics.nu_h": 7.0, "time.dt": 5.0}),
+    same = Simulation(_config(**{"physics.nu_h": 7.0, "time.dt": 5.0,
+                                 "solvers.pressure.rtol": 1e-8}),
                       setup_cache=tmp_path).setup_cache.key
-    assert same == base                                   # viscosity, dt: not in the set-up
+    assert same == base                          # viscosity, dt, tolerances: not in the set-up
     for over in ({"physics.stabilisation": 0.5}, {"physics.no_normal_flow": "weak"},
-                 {"mesh.dz_min": 120.0}, {"solvers.pressure.rtol": 1e-8}):
+                 {"mesh.dz_min": 120.0}, {"solvers.pressure.preconditioner": "jacobi"}):
         assert Simulation(_config(**over), setup_cache=tmp_path).setup_cache.key != base, over
 
 

@@ -1,0 +1,105 @@
+"""May a restart append to its output file? The file's own configuration and time continuity.
+
+A restart from a checkpoint appends to the checkpoint's output file. That file may be a leftover
+of another run (another configuration, or a run that stopped long before the checkpoint was
+written): appending would make one file of two runs, or one with a hole in time.
+:func:`check_append_target` refuses both (docs/output.md, "Restart").
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["check_append_target"]
+
+
+def _file_facts(path: Path, step: int, dt: float):
+    """(config text, [(step, t) of the snapshots at or before ``step``]) of output ``path``."""
+    from dycore.errors import OutputError
+    from dycore.io.netcdf import open_output
+
+    ds = open_output(path, ("time",), ("config",), what="output file")
+    try:
+        times = np.asarray(ds.variables["time"][:], dtype=float)
+        steps = (np.asarray(ds.variables["snapshot_step"][:], dtype=np.int64)
+                 if "snapshot_step" in ds.variables else np.full(times.shape, -1))
+        config_yaml = str(ds.getncattr("config"))
+    except (OSError, RuntimeError, KeyError, IndexError) as exc:
+        raise OutputError(f"{path}: cannot read output file ({exc})") from None
+    finally:
+        ds.close()
+    valid = np.isfinite(times)
+    steps = np.where(steps < 0, np.round(np.where(valid, times, 0.0) / dt), steps)
+    kept = [(int(s), float(t)) for s, t, ok in zip(steps, times, valid) if ok and s <= step]
+    return config_yaml, kept
+
+
+def check_append_target(config, path: str | Path, point, *, overwrite: bool) -> bool:
+    """Check that a restart from ``point`` (a checkpoint) may append to output file ``path``.
+
+    The file's ``config`` attribute must match ``config`` in every key that changes the fields
+    (as :func:`~dycore.timestepping.simulation.check_restart_config`), and its last snapshot at
+    or before the restart step must lie at most one output interval (``output.output_interval``
+    of the file's configuration) before the restart time: otherwise the file would mix two runs
+    or have a hole in time.
+
+    Parameters
+    ----------
+    config : Config of the run; path : the output file appended to
+    point : RestartPoint (``step``, ``t`` [s], ``path``) of the checkpoint
+    overwrite : ``--overwrite``: start ``path`` anew from the checkpoint instead of refusing
+
+    Returns
+    -------
+    bool : True to append, False to start a new file (only with ``overwrite``).
+
+    Raises
+    ------
+    ConfigError
+        The configurations differ (names every differing key with both values; the run is
+        refused even with ``overwrite`` only when ``overwrite`` is false).
+    OutputError
+        The time gap (names the last snapshot, the restart time and the gap), or the file
+        cannot be read.
+    """
+    import yaml
+
+    from dycore.config import Config
+    from dycore.errors import ConfigError, OutputError
+    from dycore.timestepping.simulation import _result_keys
+
+    path = Path(path)
+    dt = config.time.dt
+    config_yaml, kept = _file_facts(path, point.step, dt)
+    hint = (f"pass --overwrite to start {path} anew from the checkpoint {point.path} "
+            f"(t = {point.t:g} s; the file's snapshots are lost), or write a new file with "
+            "--output")
+    try:
+        stored = Config.model_validate(yaml.safe_load(config_yaml) or {})
+    except (yaml.YAMLError, ValueError, TypeError, ConfigError):
+        stored = None
+    if stored is not None:
+        ours, theirs = _result_keys(config), _result_keys(stored)
+        differ = [k for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)]
+        if differ:
+            if overwrite:
+                return False
+            source = config.source_path if config.source_path is not None else "the run"
+            items = "; ".join(f"{k} (file: {theirs.get(k)!r}, {source}: {ours.get(k)!r})"
+                              for k in differ)
+            raise ConfigError(f"{path}: cannot append the restart from {point.path} to it: the "
+                              f"file was written with another configuration: {items}; {hint}")
+    interval = (stored or config).output.output_interval
+    every = max(1, int(round(interval / dt)))
+    last_step, last_t = kept[-1] if kept else (None, None)
+    if last_step is None or point.step - last_step > every:
+        if overwrite:
+            return False
+        where = ("holds no snapshot at or before it" if last_step is None else
+                 f"ends at t = {last_t:g} s (step {last_step}), {point.t - last_t:g} s before "
+                 f"it, more than its output.output_interval = {interval:g} s")
+        raise OutputError(f"{path}: cannot append the restart from {point.path} (t = "
+                          f"{point.t:g} s, step {point.step}) to it: the file {where}; the "
+                          f"snapshots between would be missing; {hint}")
+    return True
