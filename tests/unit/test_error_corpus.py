@@ -126,7 +126,7 @@ CASES: list[Case] = [
     c("mesh-renumber", {"mesh": {"renumber": "metis"}}, 2, "mesh.renumber",
       "expected 'none' or 'rcm'"),
     c("mesh-split", {"mesh": {"split": "freudenthal"}}, 2, "mesh.split",
-      "expected 'mirror_y' or 'kuhn'"),
+      "expected 'mirror_y', 'kuhn' or 'symmetric_y'"),
     c("mesh-seed-negative", {"mesh": {"seed": -1}}, 2, "mesh.seed",
       "expected greater than or equal to 0"),
     c("mesh-core-alone", {"mesh": {"core_x": [-5000, 5000]}}, 2, "mesh.core_y_half",
