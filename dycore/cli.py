@@ -360,14 +360,6 @@ def _print_xdmf(path: Path, out: Path | None = None) -> None:
     print(f"xdmf: {xdmf} (+ {data.name}/)")
 
 
-def _export_xdmf(path: Path, out: Path | None = None) -> None:
-    """Export ``path`` as an XDMF series (replacing an earlier one) and print its names."""
-    from dycore.io.xdmf import export_xdmf
-
-    export_xdmf(path, out, overwrite=True)
-    _print_xdmf(path, out)
-
-
 # ---------------------------------------------------------------------------------- plot
 def _add_plot(subparsers) -> None:
     parser = subparsers.add_parser(

@@ -269,6 +269,19 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         group_sum = device_jit(group_sum_shuffle)
         lane_sum = device_jit(lane_sum_shuffle)
 
+    @device_jit
+    def csr_row(indptr, indices, data, x, i, lane, g):
+        """Row i of A x as :func:`bsr_spmv` sums it (bs = 1): lane ``lane`` of the row's ``g``
+        adds entries lane, lane+g, ... from 0.0, then the lanes meet in the fixed tree; lane 0
+        returns the row's value (rows past the end give 0). Every lane of the warp calls it."""
+        s = 0.0
+        if i < indptr.shape[0] - 1:
+            for k in range(indptr[i] + lane, indptr[i + 1], g):
+                s += data[k] * x[indices[k]]
+        if g > 1:
+            s = lane_sum(s, lane, g)
+        return s
+
     def csr_spmv(indptr, indices, data, g, x, b, y, mode, ctl):
         """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) for a scalar CSR matrix,
         each row summed by ``g`` lanes in :func:`bsr_spmv`'s order (same bits), without the
@@ -279,14 +292,8 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         gi = cuda.grid(1)
         i = gi // g
         lane = gi - i * g
-        n = indptr.shape[0] - 1
-        s = 0.0
-        if i < n:
-            for k in range(indptr[i] + lane, indptr[i + 1], g):
-                s += data[k] * x[indices[k]]
-        if g > 1:
-            s = lane_sum(s, lane, g)
-        if i < n and lane == 0:
+        s = csr_row(indptr, indices, data, x, i, lane, g)
+        if i < indptr.shape[0] - 1 and lane == 0:
             if mode == 1:
                 s = b[i] - s
             elif mode == 2:
@@ -363,15 +370,9 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         t = cuda.threadIdx.x
         i = gi // g
         lane = gi - i * g
-        n = indptr.shape[0] - 1
-        s = 0.0
         acc = 0.0
-        if i < n:
-            for k in range(indptr[i] + lane, indptr[i + 1], g):
-                s += data[k] * x[indices[k]]
-        if g > 1:
-            s = lane_sum(s, lane, g)
-        if i < n and lane == 0:
+        s = csr_row(indptr, indices, data, x, i, lane, g)
+        if i < indptr.shape[0] - 1 and lane == 0:
             y[i] = s
             acc = w[i] * s
         reduce_partials(sh, t, partial, acc, 0.0, 1, op, slot, ctl, ticket)
