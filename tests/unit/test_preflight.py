@@ -36,8 +36,8 @@ def test_output_path_directory_and_file_as_folder(tmp_path):
 
 
 # --------------------------------------------------------------------------------- memory
-def _config(nx, ny, nz, source=None):
-    mesh = types.SimpleNamespace(nx=nx, ny=ny, nz=nz)
+def _config(nx, ny, nz, source=None, split="mirror_y"):
+    mesh = types.SimpleNamespace(nx=nx, ny=ny, nz=nz, split=split, file=None)
     return types.SimpleNamespace(mesh=mesh, source_path=source)
 
 
@@ -51,6 +51,9 @@ def test_memory_estimate_and_check():
         "run.yaml: mesh.nx, mesh.ny, mesh.nz = 48 x 48 x 40: 552,960 tetrahedra need about "
         "2.2 GB of memory (estimate: 300.0 MB + 3,500 bytes per tetrahedron), but 1.0 GB is "
         "available on this machine; use fewer cells")
+    with pytest.raises(ConfigError, match="20,000 tetrahedra need about 370.0 MB"):
+        preflight.check_memory(_config(10, 10, 10, split="symmetric_y"),   # 20 tets per cell
+                               available=10**8)
 
 
 def test_available_memory_is_found_here():
