@@ -26,7 +26,8 @@ from dycore.io.integrity import check_undamaged
 from dycore.io.netcdf import FIELDS, SnapshotWriter, open_output
 
 __all__ = ["RestartPoint", "read_restart", "find_restart", "checkpoint_path",
-           "write_checkpoint", "snapshots_upto", "rewrite_output", "drop_blank_records",
+           "write_checkpoint", "snapshots_upto", "record_steps", "rewrite_output",
+           "drop_blank_records",
            "CHECKPOINT_SUFFIX"]
 
 log = logging.getLogger("dycore")
@@ -228,6 +229,20 @@ def find_restart(path: str | Path, at: float | None = None, *, dt: float) -> Res
     return point
 
 
+def record_steps(ds, dt: float):
+    """(times [s], step numbers, finished) of every time record of an open output dataset:
+    ``snapshot_step`` where recorded, else round(t / dt); a record is finished when its time is
+    finite (a restart blanks later records with NaN). Three (ntime,) arrays."""
+    times = np.asarray(ds.variables["time"][:], dtype=REAL)
+    if "snapshot_step" in ds.variables:
+        steps = np.asarray(ds.variables["snapshot_step"][:], dtype=np.int64)
+    else:
+        steps = np.full(times.shape, -1, dtype=np.int64)
+    valid = np.isfinite(times)
+    steps = np.where(steps < 0, np.round(np.where(valid, times, 0.0) / dt), steps)
+    return times, steps, valid
+
+
 def snapshots_upto(path: str | Path, step: int, *, dt: float) -> tuple[int, int]:
     """(records to keep, later snapshots) of output file ``path`` when a run continues it after
     step ``step``: the time records up to the last one with a snapshot at or before ``step``,
@@ -242,17 +257,11 @@ def snapshots_upto(path: str | Path, step: int, *, dt: float) -> tuple[int, int]
     ds = open_output(path, ("time",), what="output file")
     try:
         check_undamaged(ds, path)
-        times = np.asarray(ds.variables["time"][:], dtype=REAL)
-        if "snapshot_step" in ds.variables:
-            steps = np.asarray(ds.variables["snapshot_step"][:], dtype=np.int64)
-        else:
-            steps = np.full(times.shape, -1, dtype=np.int64)
+        times, steps, valid = record_steps(ds, dt)
     except (OSError, RuntimeError, KeyError, IndexError) as exc:
         raise OutputError(f"{path}: cannot read output file ({exc})") from None
     finally:
         ds.close()
-    valid = np.isfinite(times)
-    steps = np.where(steps < 0, np.round(np.where(valid, times, 0.0) / dt), steps)
     upto = np.flatnonzero(valid & (steps <= step))
     keep = int(upto[-1]) + 1 if upto.size else 0
     return keep, int(np.count_nonzero(valid[keep:]))

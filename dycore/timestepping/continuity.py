@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 __all__ = ["check_append_target"]
 
 
@@ -18,19 +16,16 @@ def _file_facts(path: Path, step: int, dt: float):
     """(config text, [(step, t) of the snapshots at or before ``step``]) of output ``path``."""
     from dycore.errors import OutputError
     from dycore.io.netcdf import open_output
+    from dycore.io.restart import record_steps
 
     ds = open_output(path, ("time",), ("config",), what="output file")
     try:
-        times = np.asarray(ds.variables["time"][:], dtype=float)
-        steps = (np.asarray(ds.variables["snapshot_step"][:], dtype=np.int64)
-                 if "snapshot_step" in ds.variables else np.full(times.shape, -1))
+        times, steps, valid = record_steps(ds, dt)
         config_yaml = str(ds.getncattr("config"))
     except (OSError, RuntimeError, KeyError, IndexError) as exc:
         raise OutputError(f"{path}: cannot read output file ({exc})") from None
     finally:
         ds.close()
-    valid = np.isfinite(times)
-    steps = np.where(steps < 0, np.round(np.where(valid, times, 0.0) / dt), steps)
     kept = [(int(s), float(t)) for s, t, ok in zip(steps, times, valid) if ok and s <= step]
     return config_yaml, kept
 
