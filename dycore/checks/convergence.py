@@ -17,7 +17,6 @@ slope of ``log2 e`` against ``-l`` over the finest three.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,13 +135,9 @@ class ConvergenceStudy:
                                 for row in BAND_ROWS}}
 
     def write_json(self, out) -> Path:
-        out = Path(out)
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(self.to_json(), indent=2, allow_nan=True) + "\n")
-        except OSError as exc:
-            raise OutputError(f"{out}: cannot write the JSON report ({exc})") from None
-        return out
+        """The study as JSON (:func:`dycore.checks.verify.write_json`); returns ``out``."""
+        from dycore.checks.verify import write_json
+        return write_json(self, out)
 
 
 def _finished(path: Path, t_end: float, dt: float) -> bool:

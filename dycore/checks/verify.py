@@ -339,7 +339,9 @@ def verify(path, *, t_start: float = 5000.0, theory=None, keep_fields: bool = Tr
     return result
 
 
-def write_json(result: VerifyResult, out) -> Path:
+def write_json(result, out) -> Path:
+    """``result.to_json()`` (a VerifyResult or a convergence study) written to ``out`` as
+    indented JSON; OutputError naming ``out`` when it cannot be written."""
     out = Path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
