@@ -107,6 +107,7 @@ class OutputLock:
         self.lock_file = lock_path(path)
         self.what = what
         self._fd: int | None = None
+        self.taken_over: dict | None = None   # the dead owner's record, when a stale lock was taken
 
     def acquire(self) -> "OutputLock":
         try:
@@ -155,6 +156,7 @@ class OutputLock:
                             _describe(stale), "process still running, lock released"
                             if alive else "no longer running" if host == socket.gethostname()
                             else "on another host, lock released")
+                self.taken_over = stale
             self._write(fd)
             self._fd = fd
             return self
@@ -197,6 +199,17 @@ class OutputLock:
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+
+def lock_taken_over(path: str | Path) -> dict | None:
+    """The record (pid, host, start, command) of the earlier owner whose stale lock this process
+    took over when it locked output ``path`` (:func:`output_lock`, held now), or None when the lock
+    was free or is not held here. A stale lock means that owner ended without closing the file
+    (killed, or its machine went down): HDF5 may have left metadata that reads but does not
+    extend, so a restart that appends rewrites the file first
+    (:func:`dycore.io.restart.rewrite_output`)."""
+    held = _HELD.get(str(lock_path(path)))
+    return held[0].taken_over if held else None
 
 
 @contextlib.contextmanager

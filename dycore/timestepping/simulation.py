@@ -19,7 +19,7 @@ from dycore.assembly.sparsity import Sparsity, build_sparsity
 from dycore.backend import select_backend
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.backend.timers import StageTimers
-from dycore.io.safety import guard_run
+from dycore.io.safety import guard_run, lock_taken_over
 from dycore.physics.coefficients import build_coefficients
 from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
 from dycore.timestepping.picard import PicardStepper
@@ -460,6 +460,12 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     if append:
         kept = dict(keep_snapshots=keep, keep_steps_upto=k0,
                     config_yaml=config.resolved_yaml(), version=__version__)
+        dead = lock_taken_over(path)       # its writer was killed: HDF5 may have left metadata
+        if dead is not None:               # that reads but does not extend; copy, then append
+            log.warning("warning: %s was left by a run that did not end (pid %s); rewriting "
+                        "its first %d snapshot(s) into a fresh file to continue it", path,
+                        dead.get("pid"), keep)
+            rewrite_output(path, keep_snapshots=keep, keep_steps_upto=k0)
         try:
             writer = SnapshotWriter.append(path, **kept)
         except OutputError as exc:         # readable, not writable in place: copy, then append

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from dycore.errors import OutputError
-from dycore.io.safety import OutputLock, lock_owner, lock_path, output_lock
+from dycore.io.safety import OutputLock, lock_owner, lock_path, lock_taken_over, output_lock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,6 +95,10 @@ def test_a_killed_owner_leaves_a_stale_lock_that_the_next_run_takes(tmp_path, ca
     assert lock_owner(out)["pid"] == child.pid                  # the stale file is still there
     with caplog.at_level("WARNING", logger="dycore"), output_lock(out) as lock:
         assert lock.held and lock_owner(out)["pid"] == os.getpid()
+        assert lock_taken_over(out)["pid"] == child.pid          # the restart rewrites then
+    assert lock_taken_over(out) is None                          # not held any more
+    with output_lock(out):                                       # a free lock: nobody died
+        assert lock_taken_over(out) is None
     assert f"stale lock of process {child.pid} on" in caplog.text
     assert "no longer running" in caplog.text
     assert not lock_path(out).exists()
