@@ -1,0 +1,115 @@
+"""The GPU-rank building blocks under numba-cuda's simulator, K ranks in one process.
+
+- ``exact_dot_parts`` gives the same integers as the NumPy ``exact_parts`` (wide exponent
+  range, subnormals, signed zeros, NaN and infinities), and the parts of a split vector add up
+  to the parts of the whole;
+- :class:`DeviceExactReducer` over 1–4 loopback ranks gives ``math.fsum`` of the global
+  products bit for bit, whatever the partition;
+- :class:`DeviceHaloExchange` over a METIS partition fills every ghost slot (depth 1 and 2,
+  scalars and 3-vectors) with its owner's value and leaves the owned values alone.
+The NCCL transport itself needs GPUs: ``scripts/nccl_ranks_check.py`` runs the same checks on
+2 or 4 of them.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from dycore.backend.gpu import GPUBackend
+from dycore.parallel.device_halo import DeviceHaloExchange
+from dycore.parallel.device_kernels import NPARTS, get_rank_kernels
+from dycore.parallel.device_reduce import DeviceExactReducer
+from dycore.parallel.nccl import LoopbackWorld
+from dycore.parallel.partition import metis_partition, partition_mesh
+from dycore.parallel.reduce import exact_parts, parts_to_float
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return GPUBackend(solver_mode="device")
+
+
+def _awkward(rng, n):
+    """Products spread over ~600 binades, with cancellation, subnormals and signed zeros."""
+    x = rng.standard_normal(n) * 2.0 ** rng.integers(-300, 300, n)
+    y = rng.standard_normal(n) * 2.0 ** rng.integers(-300, 300, n)
+    x[:5] = (5e-324, -5e-324, 0.0, -0.0, 1e-310)
+    y[:5] = (1.0, 3.0, 7.0, 2.0, 0.5)
+    x[5], y[5] = 1e300, 1.0                 # a large term and its negative: cancellation
+    x[6], y[6] = -1e300, 1.0
+    return x, y
+
+
+def _parts(backend, x, y, blocks=3):
+    out = backend.zeros(NPARTS, np.int64)
+    backend.launch(get_rank_kernels()["exact_dot_parts"], (blocks, 32), backend.nb(x),
+                   backend.nb(y), x.shape[0], backend.nb(out))
+    return np.asarray(backend.to_host(out))
+
+
+def test_exact_parts_kernel_equals_numpy(backend):
+    rng = np.random.default_rng(3)
+    x, y = _awkward(rng, 400)
+    got = _parts(backend, x, y)
+    assert np.array_equal(got, exact_parts(x * y))
+    assert parts_to_float(got) == math.fsum(x * y)
+    # disjoint pieces add, as integers, to the whole
+    a, b = _parts(backend, x[:150], y[:150]), _parts(backend, x[150:], y[150:], blocks=1)
+    assert np.array_equal(a + b, got)
+
+
+def test_exact_parts_kernel_counts_non_finite(backend):
+    x = np.array([1.0, np.nan, np.inf, -np.inf, np.inf, 2.0])
+    y = np.array([1.0, 1.0, 1.0, 1.0, 2.0, 0.25])
+    got = _parts(backend, x, y)
+    assert list(got[-3:]) == [1, 2, 1]
+    assert np.array_equal(got, exact_parts(x * y))
+    assert math.isnan(parts_to_float(got))       # +inf and -inf: NaN, as np.sum
+
+
+@pytest.mark.parametrize("k", (1, 2, 3, 4))
+def test_exact_reducer_is_fsum_on_any_rank_count(backend, k):
+    rng = np.random.default_rng(11)
+    n = 1000
+    x, y = _awkward(rng, n)
+    z = rng.standard_normal(n)
+    cuts = np.sort(rng.choice(np.arange(1, n), k - 1, replace=False)) if k > 1 else []
+    pieces = np.split(np.arange(n), cuts)
+    world = LoopbackWorld(k)
+    reducers = [DeviceExactReducer(backend, world.transport(r), blocks=2) for r in range(k)]
+    for r, idx in enumerate(pieces):
+        reducers[r].post_dots((x[idx].copy(), y[idx].copy()), (z[idx].copy(), z[idx].copy()))
+    values = [red.finish() for red in reducers]
+    want = [math.fsum(x * y), math.fsum(z * z)]
+    assert all(v == want for v in values), (values, want)
+    with pytest.raises(ValueError, match="at most 3"):
+        reducers[0].post_dots(*[(x, y)] * 4)
+
+
+@pytest.mark.parametrize("k", (2, 3, 4))
+@pytest.mark.parametrize("depth", (1, 2))
+@pytest.mark.parametrize("block", (1, 3))
+def test_device_halo_fills_every_ghost_from_its_owner(backend, systems, k, depth, block):
+    s = systems
+    n = s["nnodes"]
+    part = metis_partition(s["indptr"], s["indices"], k)
+    rps = partition_mesh(s["tets"], n, s["indptr"], s["indices"], part)
+    world = LoopbackWorld(k)
+    glob = np.arange(n * block, dtype=np.float64).reshape((n, block) if block > 1 else (n,))
+    glob = glob * 1.5 + 0.25
+    xs, halos = [], []
+    for rp in rps:
+        plan = rp.plan(depth)
+        x = np.full((plan.n_local,) + ((block,) if block > 1 else ()), np.nan)
+        x[:rp.n_owned] = glob[rp.owned]
+        xs.append(x)
+        halos.append(DeviceHaloExchange(backend, world.transport(rp.rank), plan, block))
+    for h, x in zip(halos, xs):
+        h.begin(x)
+    for h, x in zip(halos, xs):
+        h.end(x)
+    for rp, h, x in zip(rps, halos, xs):
+        assert np.array_equal(x, glob[rp.l2g[:x.shape[0]]])      # owned kept, ghosts filled
+        assert h.values_received == (x.shape[0] - rp.n_owned) * block
+    with pytest.raises(ValueError, match="float64 of shape"):
+        halos[0].begin(np.zeros(3))
