@@ -94,3 +94,32 @@ class DeviceHaloExchange:
         """``begin`` + ``end``: fill the ghosts of ``x`` now (in stream order)."""
         self.begin(x)
         self.end(x)
+
+
+class DeviceOwnedRowsOperator:
+    """y = A x on the owned rows of a mesh-only operator on a GPU rank, ghosts of y filled by
+    their owners: the device twin of :class:`dycore.parallel.rank_ops.OwnedRowsOperator`.
+
+    Parameters
+    ----------
+    backend : GPUBackend (or its simulator); transport : NcclTransport or loopback transport
+    plan : HaloPlan of depth 2 of this rank
+    a_local : SciPy CSR of the owned rows in local columns, serial entry order kept
+        (``OwnedRowsOperator(...).a``), shape (row_block·n_owned, col_block·n_local)
+    row_block : int — values per node of the result (C: 1, Cᵀ: 3, KMK: 1)
+
+    ``matvec(x, out)``: x (n_local[, col_block]) with every ghost filled; out (n_local[,
+    row_block]) overwritten: the owned rows by :class:`~dycore.backend.gpu_ops.DeviceCSR` (one
+    thread per row, index order from 0.0: the serial product's bits in strict mode), then the
+    ghosts by :class:`DeviceHaloExchange`.
+    """
+
+    def __init__(self, backend, transport, plan, a_local, row_block: int = 1):
+        a = a_local.tocsr()
+        self.rows = int(a.shape[0])
+        self.csr = backend.csr(a.data, a.indices, a.indptr, a.shape)
+        self.halo = DeviceHaloExchange(backend, transport, plan, row_block)
+
+    def matvec(self, x, out) -> None:
+        self.csr.matvec(x, out.reshape(-1)[:self.rows])
+        self.halo.update(out)
