@@ -102,27 +102,41 @@ def gather_to_root(comm, owned: np.ndarray, values: np.ndarray, nnodes: int, roo
     ----------
     comm : mpi4py communicator
     owned : (n_owned,) int — global ids of this rank's owned nodes
-    values : (n_owned, ...) — their values (any trailing shape, same on every rank)
+    values : (n_owned, ...) — their values (any trailing shape and dtype, the same on every
+        rank; stack several fields as columns to gather them in one message)
     nnodes : int — global node count
 
     Returns
     -------
     (nnodes, ...) array on ``root`` (values in global node order), None elsewhere.
 
+    Two ``Gatherv`` of raw buffers (the ids, then the values; no pickling) after one ``gather``
+    of the counts: rank 0 receives each rank's block straight into one array and scatters it
+    into node order with one fancy-index assignment.
+
     Raises
     ------
     ValueError on root if the ranks' owned sets do not cover every node exactly once.
     """
     values = np.ascontiguousarray(values)
-    parts = comm.gather((np.asarray(owned, np.int64), values), root=root)
+    owned = np.ascontiguousarray(owned, np.int64)
+    per = int(np.prod(values.shape[1:], dtype=np.int64))
+    counts = comm.gather(int(owned.size), root=root)
     if comm.rank != root:
+        comm.Gatherv(owned, None, root=root)
+        comm.Gatherv(values, None, root=root)
         return None
-    out = np.zeros((nnodes,) + values.shape[1:], dtype=values.dtype)
-    seen = np.zeros(nnodes, np.int64)
-    for ids, vals in parts:
-        out[ids] = vals
-        seen[ids] += 1
+    counts = np.asarray(counts, np.int64)
+    ids = np.empty(int(counts.sum()), np.int64)
+    vals = np.empty((ids.size,) + values.shape[1:], dtype=values.dtype)
+    comm.Gatherv(owned, [ids, counts], root=root)
+    comm.Gatherv(values, [vals, counts * per], root=root)
+    if ids.size and (ids.min() < 0 or ids.max() >= nnodes):
+        raise ValueError(f"gather_to_root: a node id outside 0..{nnodes - 1}")
+    seen = np.bincount(ids, minlength=nnodes)
     if np.any(seen != 1):
         bad = int(np.flatnonzero(seen != 1)[0])
         raise ValueError(f"gather_to_root: node {bad} owned by {int(seen[bad])} ranks")
+    out = np.empty((nnodes,) + values.shape[1:], dtype=values.dtype)
+    out[ids] = vals
     return out

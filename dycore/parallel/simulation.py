@@ -163,6 +163,7 @@ class DistributedSimulation:
         for k in TRACERS:
             self.state.q[k][...] = np.asarray(fields[k], float)[g]
         self.state.t = float(t)
+        self.stepper.state_changed()          # which tracers are zero: decided anew
 
     def step(self) -> dict:
         """One time step on every rank (collective); returns its diagnostics (same on all)."""
@@ -171,13 +172,15 @@ class DistributedSimulation:
         return step_diagnostics(info)
 
     def gather_fields(self) -> dict | None:
-        """{name: (nnodes,) array} of every output field on rank 0 (None on the others)."""
+        """{name: (nnodes,) array} of every output field on rank 0 (None on the others): one
+        ``gather_to_root`` of the (n_owned, 8) block of owned values (one message per rank)."""
         o = self.rp.n_owned
         u = self.state.u[:o]
         local = {"u": u[:, 0], "v": u[:, 1], "w": u[:, 2], "p": self.state.p[:o],
                  "theta_prime": self.state.theta_prime[:o]}
         local.update({k: self.state.q[k][:o] for k in TRACERS})
-        out = {k: gather_to_root(self.comm, self.rp.owned, v, self.nnodes)
-               for k, v in local.items()}
-        return out if self.comm.rank == 0 else None
-
+        block = gather_to_root(self.comm, self.rp.owned, np.column_stack(list(local.values())),
+                               self.nnodes)
+        if block is None:
+            return None
+        return {k: np.ascontiguousarray(block[:, j]) for j, k in enumerate(local)}

@@ -5,7 +5,8 @@ For each of ``nonlinear_iterations`` (stopping early when the iterate change < t
 1. advecting velocity      u_nl = θ_nl·u + (1 − θ_nl)·uⁿ
 2. reset                    every field but p restarts from its old value
 3. tracers                  (M + ΔtθL) δc = −L cⁿ + sources;  c = cⁿ + Δt δc
-                            (θ' with source −w dθ̄/dz, w θ-weighted; q_v, q_c, q_r)
+                            (θ' with source −w dθ̄/dz, w θ-weighted; q_v, q_c, q_r; a q zero
+                            everywhere with a zero reference stays zero and is skipped)
 4. momentum predictor       big_m δu = −L uⁿ + ∫N b ẑ + ∫N σ u_ref + Cᵀp;  u* = uⁿ + Δt δu
                             (b = g θ'/θ̄(z) θ-weighted between θ'ⁿ and the new θ'; with the
                             strong no-normal-flow condition the system is rotated to node-normal
@@ -69,6 +70,11 @@ class PicardStepper:
         #: assembly launched from Python and each solve replayed as its own graph, so that the
         #: stage timers split a step by stage; a profiling switch, not a config key)
         self.capture_iterations = True
+        #: skip the tracers whose field and sponge/boundary reference are zero everywhere when a
+        #: run starts (q_c and q_r of the dry cases): their exact update is zero, so skipping
+        #: them gives the same bits (False: solve them anyway; an A/B switch, not a config key)
+        self.skip_inactive_tracers = True
+        self._inactive = None            # frozenset of skipped tracers, decided at the next step
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))
         self.scalars = self._work("scalars", (8,))
 
@@ -78,6 +84,39 @@ class PicardStepper:
         if key not in self._pool:
             self._pool[key] = self.xp.zeros(shape)
         return self._pool[key]
+
+    # -- tracer activity ---------------------------------------------------------------------
+    def state_changed(self) -> None:
+        """Tell the stepper that the state's arrays were written outside :meth:`step` (a
+        restart, a user's edit): which tracers are inactive is decided anew at the next step."""
+        self._inactive = None
+        self._graphs.clear()
+
+    def _decide_inactive(self, state) -> frozenset:
+        """The tracers that stay exactly zero: field and reference q_ref zero at every node.
+
+        With c ≡ 0 and q_ref ≡ 0 (and no source) every term of the tracer right-hand side is a
+        product with zero, the Dirichlet rows keep 0 and the solve returns δc = 0 after 0
+        iterations, so cⁿ⁺¹ = cⁿ + Δt·0 = 0 bit for bit: skipping the assembly and the solve
+        changes no number (fields, iteration counts). One reduction per field (global over MPI
+        ranks) and one host read, the first step only (and after :meth:`state_changed`)."""
+        if self._inactive is not None:
+            return self._inactive
+        inactive = frozenset()
+        if self.skip_inactive_tracers:
+            flags = self._work("tracer activity", (2 * len(TRACERS),))
+            for i, name in enumerate(TRACERS):
+                self.vops.max_abs_diff(state.q[name], self.c.zeros, flags, 2 * i)
+                self.vops.max_abs_diff(self.c.q_ref[name], self.c.zeros, flags, 2 * i + 1)
+            host = self.b.to_host(flags)
+            inactive = frozenset(name for i, name in enumerate(TRACERS)
+                                 if host[2 * i] == 0.0 and host[2 * i + 1] == 0.0)
+            if inactive:
+                log.debug("tracers zero with a zero reference, not solved: %s",
+                          ", ".join(sorted(inactive)))
+        self._graphs.clear()
+        self._inactive = inactive
+        return inactive
 
     # -- stages ----------------------------------------------------------------------------
     def advance_tracer(self, name, u_nl, c_old, src, c_ref, kdiag, matrix=None):
@@ -154,6 +193,7 @@ class PicardStepper:
         ------
         SolverDivergedError when a solve fails or a field becomes non-finite.
         """
+        self._decide_inactive(state)
         for attempt in range(2):
             self.sys.begin_step()
             info, fields = self._picard(state)
@@ -180,7 +220,8 @@ class PicardStepper:
             self.vops.copy(state.p, p)
             self.vops.copy(state.theta_prime, tp_new)
             for name in TRACERS:
-                self.vops.copy(state.q[name], q_new[name])
+                if q_new[name] is not state.q[name]:          # (an inactive tracer: itself)
+                    self.vops.copy(state.q[name], q_new[name])
 
     def _iterate_fields(self, state, k):
         """(u_it, u_new, p_it, p_new) of Picard iteration k: fixed arrays for each k."""
@@ -205,6 +246,8 @@ class PicardStepper:
         tp_new, mat = self.advance_tracer("theta_prime", u_nl, tp_old, src, c.zeros, c.kappa)
         qmat = mat if share else None
         for name in TRACERS:
+            if name in self._inactive:
+                continue
             _, qmat = self.advance_tracer(name, u_nl, q_old[name], c.zeros, c.q_ref[name],
                                           c.kappa_q, qmat)
         v.axpby(tp_theta, theta, tp_new, 1.0 - theta, tp_old)
@@ -248,7 +291,8 @@ class PicardStepper:
                 break
         _, u, _, p = self._iterate_fields(state, k)
         tp_new = self._work("new theta_prime", state.theta_prime.shape)
-        q_new = {name: self._work(f"new {name}", state.q[name].shape) for name in TRACERS}
+        q_new = {name: state.q[name] if name in self._inactive
+                 else self._work(f"new {name}", state.q[name].shape) for name in TRACERS}
         div = self._work("divergence", state.p.shape)
         self.ops.C.matvec(u, div)
         self.vops.step_scalars(u, tp_new, self.ops.ml, div, self.scalars, self._STEP)

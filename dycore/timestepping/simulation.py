@@ -223,6 +223,7 @@ class Simulation:
             copy(self.state.q[name], dev(values[name]))
         self.backend.synchronize()
         self.state.t = float(t)
+        self.stepper.state_changed()          # which tracers are zero: decided anew
 
 
 def build_simulation(config, backend=None) -> Simulation:

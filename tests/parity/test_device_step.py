@@ -62,4 +62,4 @@ def test_graph_replays_equal_direct_launches_bitwise(two_steps):
     fd = two_steps["direct"][0].host_fields()
     assert all(np.array_equal(fg[name], fd[name]) for name in fg)
     counts = two_steps["direct"][2]
-    assert counts["graph_replays"] == 0 and counts["launches"] > 300
+    assert counts["graph_replays"] == 0 and counts["launches"] > 250   # (q_c, q_r skipped)
