@@ -147,7 +147,19 @@ def main(argv=None) -> int:
              for r in range(a.ranks)]
     for p in procs:
         p.start()
-    results = [queue.get(timeout=600) for _ in procs]
+    import queue as queue_mod
+    results, deadline = [], time.monotonic() + 300
+    while len(results) < len(procs):
+        try:
+            results.append(queue.get(timeout=2))
+        except queue_mod.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                print(json.dumps({"ok": False, "error": f"rank exit codes {dead}" if dead
+                                  else "no result within 300 s"}))
+                return 1
     for p in procs:
         p.join()
     results.sort(key=lambda r: r["rank"])
