@@ -88,8 +88,7 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
         checkpoint_path(path).unlink(missing_ok=True)
     sim = DistributedSimulation(config, comm, reduction=reduction)
     if point is not None:
-        from dycore.timestepping.simulation import check_restart_mesh
-        check_restart_mesh(sim.global_mesh, point)
+        sim.check_restart_mesh(point)             # on rank 0, raised on every rank
         sim.load_fields(point.fields, point.t)
         if root:
             log.info("restart from %s at t = %g s (step %d); writing %s", point.path, point.t,
