@@ -25,6 +25,7 @@ the owners' values. With the exact reduction and the preconditioners of the conf
 from __future__ import annotations
 
 import dataclasses
+import gc
 from types import SimpleNamespace
 
 import numpy as np
@@ -128,13 +129,17 @@ class DistributedSimulation:
         from dycore.timestepping.picard import PicardStepper
         self.config, self.comm = config, comm
         backend = CPUBackend(threads=config.backend.threads)       # CPU ranks
-        serial, part, piece = None, None, None
+        serial, part, piece, pressure_global, self.mesh = None, None, None, None, None
         if comm.rank == 0:
             serial, part, piece = self._scatter_setup(config, comm, backend)
         else:
             piece = comm.recv(source=0, tag=_SETUP_TAG)
         if isinstance(piece, DycoreError):           # raised on rank 0: the same on every rank
             raise piece
+        if serial is not None:       # rank 0 keeps the global mesh (output), the pressure
+            self.mesh, pressure_global = serial.mesh, serial.ops.pressure_host   # matrix (AMG)
+            del serial                                # and frees the rest before the AMG set-up
+            gc.collect()
         rp = self.rp = piece["rp"]
         self.nnodes = piece["nnodes"]
         self.part = part                            # rank 0 only (None elsewhere)
@@ -150,9 +155,8 @@ class DistributedSimulation:
                                      owned_row_order(lsp.indptr, lsp.indices, rp),
                                      piece["pressure_rows"], config.solvers,
                                      Reducer(comm, reduction),
-                                     pressure_global=None if serial is None
-                                     else serial.ops.pressure_host,
-                                     part=part, local_amg=local_amg)
+                                     pressure_global=pressure_global, part=part,
+                                     local_amg=local_amg)
         self.systems = systems
         self.coeffs = piece["coeffs"]
         self.state = piece["state"]
@@ -160,7 +164,6 @@ class DistributedSimulation:
         self.backend = RankBackend(comm, rp.n_owned)
         self.stepper = PicardStepper(self.backend, assembler, self.local_ops, systems,
                                      self.coeffs, config.time, self.timers)
-        self.mesh = serial.mesh if comm.rank == 0 else None
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = n1
 
