@@ -832,8 +832,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: rank variables of the MPI launchers (MPICH / Intel MPI, Open MPI, PMIx)
-_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+#: rank variables of the launchers (MPICH / Intel MPI, Open MPI, PMIx, MVAPICH2, Hydra's
+#: rank on the node, Slurm srun): those of dycore.parallel.launch.LAUNCHER_VARIABLES
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK",
+              "MPI_LOCALRANKID", "SLURM_PROCID")
 
 
 def _other_rank() -> bool:

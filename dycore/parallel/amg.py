@@ -2,7 +2,8 @@
 
 The hierarchy (:class:`dycore.solvers.amg.HostHierarchy`: PyAMG smoothed aggregation, Chebyshev
 or damped-Jacobi smoothing, dense pseudo-inverse on the coarsest level) is built once on rank 0
-from the global pressure matrix and broadcast. Every level's A, R and P is distributed by rows
+from the global pressure matrix, cut into every rank's rows there (:func:`rank_pieces`) and
+scattered: a rank holds only its rows of each level. Every level's A, R and P is distributed by rows
 (:func:`~dycore.parallel.rowmatrix.distribute_rows`): level-0 rows as the mesh partition,
 a coarse node (an aggregate) on the rank owning the first fine row of its column of P. The
 coarsest right-hand side (a few hundred values) is all-gathered and each rank applies its rows
@@ -19,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dycore.parallel.rowmatrix import distribute_rows
+from dycore.parallel.rowmatrix import matrix_from_block, row_blocks
 
-__all__ = ["DistributedVCycle", "coarse_owners"]
+__all__ = ["DistributedVCycle", "coarse_owners", "rank_pieces"]
 
 
 def coarse_owners(p, fine_owner: np.ndarray) -> np.ndarray:
@@ -46,14 +47,51 @@ def coarse_owners(p, fine_owner: np.ndarray) -> np.ndarray:
     return np.asarray(fine_owner, np.int64)[pc.indices[pc.indptr[:-1]]]
 
 
+def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int = 2) -> list:
+    """Build the hierarchy of the global matrix ``a`` and cut it into what every rank keeps
+    (run on one rank; :class:`DistributedVCycle` scatters the pieces).
+
+    Parameters
+    ----------
+    a : SciPy CSR (n, n) — the global pressure matrix; owner : (n,) int — rank of every fine
+        row; nranks : int; smoother, sweeps : as :class:`dycore.solvers.amg.HostHierarchy`
+
+    Returns
+    -------
+    list over ranks of dicts: ``sizes`` (unknowns per level), ``levels`` (per level the
+    :func:`~dycore.parallel.rowmatrix.row_blocks` pieces of A, R, P, the owned entries of
+    D⁻¹ and the smoother's coefficients), ``coarse_rows`` / ``coarse_inv`` (owned rows of
+    the coarsest pseudo-inverse, SciPy CSR), ``n_coarse``, ``owned`` (owned ids per level).
+    """
+    from dycore.solvers.amg import HostHierarchy
+    h = HostHierarchy(a, smoother=smoother, sweeps=sweeps)
+    owners = [np.asarray(owner, np.int64)]
+    for _, p, _, _, _ in h.levels:
+        owners.append(coarse_owners(p, owners[-1]))
+    ranks = range(nranks)
+    out = [{"sizes": h.sizes, "levels": [], "n_coarse": owners[-1].size,
+            "owned": [np.flatnonzero(o == r) for o in owners]} for r in ranks]
+    for lev, (A, P, R, dinv, coef) in enumerate(h.levels):
+        own, own_c = owners[lev], owners[lev + 1]
+        ba, br = row_blocks(A, own, own, ranks), row_blocks(R, own_c, own, ranks)
+        bp = row_blocks(P, own, own_c, ranks)
+        for r in ranks:
+            out[r]["levels"].append((ba[r], br[r], bp[r], dinv[own == r], coef))
+    inv = sp.csr_matrix(h.coarse_inv)
+    for r in ranks:
+        rows = np.flatnonzero(owners[-1] == r)
+        out[r]["coarse_rows"], out[r]["coarse_inv"] = rows, inv[rows]
+    return out
+
+
 class DistributedVCycle:
     """z ≈ A⁻¹ r on owned rows (a symmetric preconditioner for :func:`~dycore.parallel.krylov.cg`).
 
     Parameters
     ----------
     comm : mpi4py communicator
-    a : SciPy CSR of the GLOBAL pressure matrix (rank 0's copy is used)
-    owner : (n,) int — rank of every fine row (the mesh partition)
+    a : SciPy CSR of the GLOBAL pressure matrix — read on rank 0 only (None elsewhere)
+    owner : (n,) int — rank of every fine row (the mesh partition) — rank 0 only
     smoother, sweeps : as :class:`dycore.solvers.amg.HostHierarchy`
 
     Attributes
@@ -62,26 +100,20 @@ class DistributedVCycle:
     """
 
     def __init__(self, comm, a, owner, smoother: str = "chebyshev", sweeps: int = 2):
-        from dycore.solvers.amg import HostHierarchy
-        h = HostHierarchy(a, smoother=smoother, sweeps=sweeps) if comm.rank == 0 else None
-        h = comm.bcast(h, root=0)
-        self.comm, self.sizes = comm, h.sizes
-        owners = [np.asarray(owner, np.int64)]
-        for _, p, _, _, _ in h.levels:
-            owners.append(coarse_owners(p, owners[-1]))
-        self.levels = []
-        for lev, (A, P, R, dinv, coef) in enumerate(h.levels):
-            own, own_c = owners[lev], owners[lev + 1]
-            mine = np.flatnonzero(own == comm.rank)
-            self.levels.append((distribute_rows(comm, A, own, own),
-                                distribute_rows(comm, R, own_c, own),
-                                distribute_rows(comm, P, own, own_c), dinv[mine], coef))
-        last = owners[-1]
-        self.coarse_rows = np.flatnonzero(last == comm.rank)
-        self.coarse_inv = sp.csr_matrix(h.coarse_inv)[self.coarse_rows]
+        pieces = None
+        if comm.rank == 0:
+            pieces = rank_pieces(a, owner, comm.size, smoother=smoother, sweeps=sweeps)
+        piece = comm.scatter(pieces, root=0)
+        del pieces
+        self.comm, self.sizes = comm, piece["sizes"]
+        self.levels = [(matrix_from_block(comm, ba), matrix_from_block(comm, br),
+                        matrix_from_block(comm, bp), dinv, coef)
+                       for ba, br, bp, dinv, coef in piece["levels"]]
+        self.coarse_rows = piece["coarse_rows"]
+        self.coarse_inv = piece["coarse_inv"]
         self.coarse_inv.has_sorted_indices = False
-        self.n_coarse = last.size
-        self.owned = [np.flatnonzero(o == comm.rank) for o in owners]
+        self.n_coarse = piece["n_coarse"]
+        self.owned = piece["owned"]
 
     def _coarse(self, b):
         pieces = self.comm.allgather((self.coarse_rows, b))

@@ -22,7 +22,9 @@ def world():
 
     Raises
     ------
-    BackendUnavailableError if mpi4py (or its MPI library) is not installed.
+    BackendUnavailableError if mpi4py (or its MPI library) is not installed, or if the
+    launcher announces several processes and this one is a world of one rank (mpi4py linked
+    to another MPI than the launcher's: :func:`~dycore.parallel.launch.check_world`).
     """
     try:
         from mpi4py import MPI
@@ -30,6 +32,8 @@ def world():
         raise BackendUnavailableError(
             f"MPI runs need mpi4py and an MPI library: pip install -e \".[mpi]\" ({exc})"
         ) from exc
+    from dycore.parallel.launch import check_world
+    check_world(MPI.COMM_WORLD.size)
     return MPI.COMM_WORLD
 
 

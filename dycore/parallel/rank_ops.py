@@ -20,7 +20,7 @@ from dycore.backend.cpu import CPUBackend, CPUVectorOps
 from dycore.parallel.halo import HaloExchange
 from dycore.parallel.reduce import exact_parts, parts_to_float
 
-__all__ = ["OwnedRowsOperator", "RankBackend", "RankVectorOps"]
+__all__ = ["OwnedRowsOperator", "RankBackend", "RankVectorOps", "owned_rows"]
 
 
 class RankVectorOps(CPUVectorOps):
@@ -65,39 +65,54 @@ class RankVectorOps(CPUVectorOps):
         out[slot + 3] = self.comm.allreduce(bad, op=MPI.SUM)
 
 
-class OwnedRowsOperator:
-    """y = A x on the owned rows of a mesh-only operator, ghosts of y filled by their owners.
+def owned_rows(rp, nnodes: int, a, row_block: int = 1, col_block: int = 1):
+    """The owned rows of a mesh-only operator for rank ``rp.rank``, columns in local ids,
+    entries in the serial order (computed where ``a`` is: rank 0 of the scattered set-up).
 
     Parameters
     ----------
-    comm : communicator; rp : RankPartition; nnodes : int (global)
+    rp : RankPartition; nnodes : int (global)
     a : SciPy CSR of the SERIAL operator, shape (row_block·n, col_block·n), row of node j
         component a at ``row_block·j + a``, columns likewise (C: 1, 3; Cᵀ: 3, 1; KMK: 1, 1)
     row_block, col_block : int
 
-    The owned rows are copied with their entries in the serial order (columns renumbered to
-    local ids), so each owned entry of ``y`` is the serial product's bits. ``matvec(x, out)``:
-    x (n_local[, col_block]) with every ghost filled; out (n_local[, row_block]) overwritten,
-    its ghosts filled from their owners (depth-2 halo).
+    Returns
+    -------
+    (indptr, indices, values, shape, row_block): the argument of :class:`OwnedRowsOperator`.
 
     Raises
     ------
     ValueError if an owned row reaches beyond the depth-2 ghosts.
     """
+    from dycore.parallel.spmv import row_subset
+    a = a.tocsr()
+    rb, cb = int(row_block), int(col_block)
+    rows = (rb * rp.owned[:, None] + np.arange(rb)).ravel()
+    ptr, cols, vals = row_subset(a.indptr, a.indices, a.data, rows)
+    lcol = rp.global_to_local(cols // cb, nnodes)
+    if np.any(lcol < 0):
+        raise ValueError(f"rank {rp.rank}: an owned row of a {a.shape} operator reaches "
+                         "beyond two ghost layers")
+    return ptr, cb * lcol + cols % cb, vals, (rows.size, cb * rp.n_local(2)), rb
 
-    def __init__(self, comm, rp, nnodes, a, row_block=1, col_block=1):
-        from dycore.parallel.spmv import row_subset
-        a = a.tocsr()
-        rb, cb = int(row_block), int(col_block)
-        rows = (rb * rp.owned[:, None] + np.arange(rb)).ravel()
-        ptr, cols, vals = row_subset(a.indptr, a.indices, a.data, rows)
-        lcol = rp.global_to_local(cols // cb, nnodes)
-        n_local = rp.n_local(2)
-        if np.any(lcol < 0):
-            raise ValueError(f"rank {rp.rank}: an owned row of a {a.shape} operator reaches "
-                             "beyond two ghost layers")
-        self.a = sp.csr_matrix((vals, cb * lcol + cols % cb, ptr),
-                               shape=(rows.size, cb * n_local))
+
+class OwnedRowsOperator:
+    """y = A x on the owned rows of a mesh-only operator, ghosts of y filled by their owners.
+
+    Parameters
+    ----------
+    comm : communicator; rp : RankPartition
+    rows : the owned rows, :func:`owned_rows` of the serial operator
+
+    The owned rows keep their entries in the serial order (columns renumbered to local ids),
+    so each owned entry of ``y`` is the serial product's bits. ``matvec(x, out)``:
+    x (n_local[, col_block]) with every ghost filled; out (n_local[, row_block]) overwritten,
+    its ghosts filled from their owners (depth-2 halo).
+    """
+
+    def __init__(self, comm, rp, rows):
+        ptr, cols, vals, shape, rb = rows
+        self.a = sp.csr_matrix((vals, cols, ptr), shape=shape)
         self.a.has_sorted_indices = False
         self.n_owned = rp.n_owned
         self.halo = HaloExchange(comm, rp.plan(2), rb)

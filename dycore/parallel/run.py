@@ -1,7 +1,7 @@
 """``mpiexec -n K dycore run CONFIG``: a run decomposed over K CPU ranks, one output file.
 
-:func:`launched_ranks` tells from the launcher's environment (no MPI import) whether this
-process was started by ``mpiexec``; the CLI then calls :func:`run_distributed` on every rank.
+:func:`~dycore.parallel.launch.launched_ranks` tells from the launcher's environment (no MPI
+import) whether this process was started by ``mpiexec``; the CLI then calls :func:`run_distributed` on every rank.
 Each step runs on all ranks (:class:`~dycore.parallel.simulation.DistributedSimulation`);
 snapshots, checkpoints and diagnostics are gathered to rank 0, which alone writes the same
 netCDF file a serial run writes (:class:`~dycore.io.netcdf.SnapshotWriter`; parallel netCDF is
@@ -18,27 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from pathlib import Path
 
 from dycore.errors import ConfigError
+from dycore.parallel.launch import launched_ranks
 
 __all__ = ["launched_ranks", "run_distributed"]
 
 log = logging.getLogger("dycore")
-
-#: rank-count variables of the launchers: MPICH / Intel MPI (Hydra PMI), Open MPI, PMIx
-_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
-
-
-def launched_ranks() -> int:
-    """Rank count announced by an MPI launcher in the environment; 0 when not launched."""
-    for var in _SIZE_VARS:
-        value = os.environ.get(var)
-        if value and value.isdigit():
-            return int(value)
-    return 0
 
 
 def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = False,
@@ -100,8 +88,7 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
         checkpoint_path(path).unlink(missing_ok=True)
     sim = DistributedSimulation(config, comm, reduction=reduction)
     if point is not None:
-        from dycore.timestepping.simulation import check_restart_mesh
-        check_restart_mesh(sim.global_mesh, point)
+        sim.check_restart_mesh(point)             # on rank 0, raised on every rank
         sim.load_fields(point.fields, point.t)
         if root:
             log.info("restart from %s at t = %g s (step %d); writing %s", point.path, point.t,

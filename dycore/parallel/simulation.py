@@ -1,8 +1,12 @@
 """A Simulation decomposed over MPI ranks: the serial Picard stepper on each rank's local mesh.
 
-Set-up is replicated: every rank builds the serial :class:`~dycore.timestepping.simulation.
-Simulation` (mesh, sparsity, mesh-only operators, coefficients, initial state), rank 0
-partitions the node graph with METIS and broadcasts the partition, and each rank keeps:
+Set-up is scattered from rank 0: rank 0 alone builds the serial :class:`~dycore.timestepping.
+simulation.Simulation` (mesh, sparsity, mesh-only operators, coefficients, initial state),
+partitions the node graph with METIS, cuts out every rank's piece (:func:`_rank_piece`) and
+sends it; the pressure AMG hierarchy is built on rank 0 and scattered by rows
+(:class:`~dycore.parallel.amg.DistributedVCycle`). The other ranks never hold a global array
+(their peak memory falls with the rank count; rank 0 still holds the serial set-up). Each rank
+keeps:
 
 - its local mesh: the halo elements (every element touching an owned node) over the local
   nodes (owned, then ghost layers 1 and 2), assembled by the backend's own assembler: owned
@@ -21,6 +25,7 @@ the owners' values. With the exact reduction and the preconditioners of the conf
 from __future__ import annotations
 
 import dataclasses
+import gc
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,7 +33,7 @@ import numpy as np
 from dycore.assembly.sparsity import build_sparsity
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.backend.timers import StageTimers
-from dycore.errors import ConfigError
+from dycore.errors import ConfigError, DycoreError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import gather_to_root
 from dycore.parallel.partition import (
@@ -37,12 +42,61 @@ from dycore.parallel.partition import (
     owned_row_order,
     partition_mesh,
 )
-from dycore.parallel.rank_ops import OwnedRowsOperator, RankBackend
+from dycore.parallel.rank_ops import OwnedRowsOperator, RankBackend, owned_rows
 from dycore.parallel.reduce import Reducer
 from dycore.parallel.systems import DistributedSystems
 from dycore.physics.state import TRACERS, State
 
 __all__ = ["DistributedSimulation"]
+
+
+#: message tag of the set-up pieces rank 0 sends
+_SETUP_TAG = 2207
+
+
+def _rank_piece(serial, rp) -> dict:
+    """What rank ``rp.rank`` keeps of the serial set-up ``serial`` (run on rank 0).
+
+    Returns
+    -------
+    dict: ``rp`` (RankPartition), ``nnodes``, ``coords`` (n_local(2), 3) of the local nodes,
+    the owned rows of C, Cᵀ, KMK (:func:`~dycore.parallel.rank_ops.owned_rows`), of the
+    first-order pattern (``row1``) and of the pinned pressure matrix (``pressure_rows``), the
+    lumped masses, pin, Dirichlet nodes and no-normal-flow frames in local ids, the
+    coefficients and the state at the local nodes.
+    """
+    mesh, spg, ops = serial.mesh, serial.sparsity, serial.ops
+    n = mesh.nnodes
+    l2g = rp.l2g
+    g2l = np.full(n, -1, np.int64)
+    g2l[l2g] = np.arange(l2g.size)
+    dir_local = g2l[np.asarray(ops.dir_nodes)]
+    nnf = None
+    if ops.nnf is not None:           # the rotated nodes this rank holds, in local ids
+        loc = g2l[np.asarray(ops.nnf.nodes)]
+        keep = np.flatnonzero(loc >= 0)
+        nnf = SimpleNamespace(nodes=loc[keep],
+                              frames=np.asarray(ops.nnf.frames).reshape(-1, 3, 3)[keep],
+                              fixed=np.asarray(ops.nnf.fixed)[keep])
+    p = ops.pressure_host
+    pp, pi, pos = extract_rows(p.indptr, p.indices, rp, n, 2)
+    c, s = serial.coeffs, serial.state
+    return {
+        "rp": rp, "nnodes": n, "coords": np.asarray(mesh.coords)[l2g],
+        "ml": np.asarray(ops.ml)[l2g], "ml_inv_u": np.asarray(ops.ml_inv_u)[l2g],
+        "C": owned_rows(rp, n, ops.C, 1, 3), "CT": owned_rows(rp, n, ops.CT, 3, 1),
+        "kmk": owned_rows(rp, n, ops.kmk, 1, 1), "pin": int(g2l[ops.pin]),
+        "dir_nodes": np.sort(dir_local[dir_local >= 0]), "detj_min": ops.detj_min, "nnf": nnf,
+        "row1": extract_rows(spg.indptr, spg.indices, rp, n, 1)[:2],
+        "pressure_rows": (pp, pi, p.data[pos]),
+        "coeffs": dataclasses.replace(
+            c, sigma=c.sigma[l2g], dtheta_bar_dz=c.dtheta_bar_dz[l2g],
+            q_ref={k: v[l2g] for k, v in c.q_ref.items()},
+            g_over_theta_bar=c.g_over_theta_bar[l2g], zeros=np.zeros(l2g.size)),
+        "state": State(u=s.u[l2g].copy(), p=s.p[l2g].copy(),
+                       theta_prime=s.theta_prime[l2g].copy(),
+                       q={k: v[l2g].copy() for k, v in s.q.items()}, t=s.t),
+    }
 
 
 class DistributedSimulation:
@@ -53,95 +107,125 @@ class DistributedSimulation:
     config : Config; comm : mpi4py communicator (its size is the rank count)
     reduction : "exact" | "ordered" | "allreduce" — dot products of the solvers
         (:class:`~dycore.parallel.reduce.Reducer`)
+    local_amg : bool — pressure ``amg`` as rank-local hierarchies (block-Jacobi; iterations
+        grow with the rank count) instead of the global V-cycle
 
     Attributes
     ----------
     rp : RankPartition; mesh : the GLOBAL mesh on rank 0 (output), None elsewhere
+    part : (nnodes,) node owners on rank 0, None elsewhere; nnodes : int
     state : State over local nodes; stepper : PicardStepper; timers : StageTimers
     halo_values_per_exchange : int — ghost values this rank receives per depth-2 exchange
 
     Raises
     ------
     ConfigError (on every rank) for a solver the ranks lack (DistributedSystems) or a mesh
-    METIS cannot split into ``comm.size`` non-empty parts.
+    METIS cannot split into ``comm.size`` non-empty parts; any DycoreError of the serial
+    build on rank 0 (sent to and raised on every rank).
     """
 
-    def __init__(self, config, comm, reduction: str = "exact"):
+    def __init__(self, config, comm, reduction: str = "exact", local_amg: bool = False):
         from dycore.backend.cpu import CPUBackend
         from dycore.timestepping.picard import PicardStepper
-        from dycore.timestepping.simulation import Simulation
-        serial = Simulation(config, backend=CPUBackend(threads=config.backend.threads))  # CPU ranks
         self.config, self.comm = config, comm
-        mesh, spg, ops = serial.mesh, serial.sparsity, serial.ops
-        n = self.nnodes = mesh.nnodes
-        part, problem = None, None
+        backend = CPUBackend(threads=config.backend.threads)       # CPU ranks
+        serial, part, piece, pressure_global, self.mesh = None, None, None, None, None
         if comm.rank == 0:
-            try:
-                part = metis_partition(spg.indptr, spg.indices, comm.size)
-            except ValueError as exc:           # e.g. more ranks than nodes: tell every rank
-                problem = str(exc)
-        part, problem = comm.bcast((part, problem), root=0)
-        if problem:
-            raise ConfigError(f"cannot partition the mesh over {comm.size} MPI ranks: {problem}")
-        rp = self.rp = partition_mesh(mesh.tets, n, spg.indptr, spg.indices, part,
-                                      ranks=[comm.rank])[0]
-        self.part = part
+            serial, part, piece = self._scatter_setup(config, comm, backend)
+        else:
+            piece = comm.recv(source=0, tag=_SETUP_TAG)
+        if isinstance(piece, DycoreError):           # raised on rank 0: the same on every rank
+            raise piece
+        if serial is not None:       # rank 0 keeps the global mesh (output), the pressure
+            self.mesh, pressure_global = serial.mesh, serial.ops.pressure_host   # matrix (AMG)
+            del serial                                # and frees the rest before the AMG set-up
+            gc.collect()
+        rp = self.rp = piece["rp"]
+        self.nnodes = piece["nnodes"]
+        self.part = part                            # rank 0 only (None elsewhere)
         l2g = rp.l2g
         n_loc, n1 = l2g.size, rp.n_local(1)
         self.timers = StageTimers()
-        lmesh = Mesh(coords=mesh.coords[l2g], tets=rp.local_tets, faces=np.zeros((0, 3)),
+        lmesh = Mesh(coords=piece["coords"], tets=rp.local_tets, faces=np.zeros((0, 3)),
                      face_tags=np.zeros(0), face_ele=np.zeros(0))
         lsp = build_sparsity(lmesh.tets, n_loc)
-        assembler = serial.backend.assembler(lmesh, lsp, self.timers)
-        self.local_ops = self._local_ops(comm, serial, rp, lsp, n)
-        p = ops.pressure_host
-        pp, pi, pos = extract_rows(p.indptr, p.indices, rp, n, 2)
-        systems = DistributedSystems(comm, rp, extract_rows(spg.indptr, spg.indices, rp, n, 1)[:2],
+        assembler = backend.assembler(lmesh, lsp, self.timers)
+        self.local_ops = self._local_ops(comm, piece, rp, lsp)
+        systems = DistributedSystems(comm, rp, piece["row1"],
                                      owned_row_order(lsp.indptr, lsp.indices, rp),
-                                     (pp, pi, p.data[pos]), config.solvers,
-                                     Reducer(comm, reduction), pressure_global=p, part=part)
+                                     piece["pressure_rows"], config.solvers,
+                                     Reducer(comm, reduction),
+                                     pressure_global=pressure_global, part=part,
+                                     local_amg=local_amg)
         self.systems = systems
-        c = serial.coeffs
-        self.coeffs = dataclasses.replace(
-            c, sigma=c.sigma[l2g], dtheta_bar_dz=c.dtheta_bar_dz[l2g],
-            q_ref={k: v[l2g] for k, v in c.q_ref.items()},
-            g_over_theta_bar=c.g_over_theta_bar[l2g], zeros=np.zeros(n_loc))
-        s = serial.state
-        self.state = State(u=s.u[l2g].copy(), p=s.p[l2g].copy(),
-                           theta_prime=s.theta_prime[l2g].copy(),
-                           q={k: v[l2g].copy() for k, v in s.q.items()}, t=s.t)
+        self.coeffs = piece["coeffs"]
+        self.state = piece["state"]
+        del piece
         self.backend = RankBackend(comm, rp.n_owned)
         self.stepper = PicardStepper(self.backend, assembler, self.local_ops, systems,
                                      self.coeffs, config.time, self.timers)
-        self.mesh = mesh if comm.rank == 0 else None
-        self.global_mesh = mesh            # every rank: restart checks (set-up is replicated)
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = n1
 
     @staticmethod
-    def _local_ops(comm, serial, rp, lsp, n):
+    def _scatter_setup(config, comm, backend):
+        """Rank 0: build the serial set-up, partition it, send every other rank its piece
+        (:func:`_rank_piece`) one at a time; returns (serial Simulation, part, own piece) or,
+        after sending it to every rank, (None, None, the DycoreError) when the build fails."""
+        from dycore.timestepping.simulation import Simulation
+        try:
+            serial = Simulation(config, backend=backend)
+            spg = serial.sparsity
+            try:
+                part = metis_partition(spg.indptr, spg.indices, comm.size)
+                parts = partition_mesh(serial.mesh.tets, serial.mesh.nnodes, spg.indptr,
+                                       spg.indices, part)
+            except ValueError as exc:       # e.g. more ranks than nodes: tell every rank
+                raise ConfigError(f"cannot partition the mesh over {comm.size} MPI ranks: "
+                                  f"{exc}") from exc
+        except DycoreError as exc:
+            for r in range(1, comm.size):
+                comm.send(exc, dest=r, tag=_SETUP_TAG)
+            return None, None, exc
+        for r in range(1, comm.size):
+            comm.send(_rank_piece(serial, parts[r]), dest=r, tag=_SETUP_TAG)
+            parts[r] = None
+        return serial, part, _rank_piece(serial, parts[0])
+
+    @staticmethod
+    def _local_ops(comm, piece, rp, lsp):
         """The MeshOperators the stepper reads, over local nodes."""
         from dycore.assembly.no_normal_flow import localise
         from dycore.assembly.operators import csr_positions
-        ops = serial.ops
-        l2g = rp.l2g
-        g2l = np.full(n, -1, np.int64)
-        g2l[l2g] = np.arange(l2g.size)
-        dir_local = g2l[np.asarray(ops.dir_nodes)]
-        dir_local = np.sort(dir_local[dir_local >= 0])
+        dir_local = piece["dir_nodes"]
         with_rows = dir_local[dir_local < rp.n_local(1)]
-        in_dir = np.zeros(l2g.size, bool)
+        in_dir = np.zeros(rp.l2g.size, bool)
         in_dir[with_rows] = True
+        nnf = piece["nnf"]
         return SimpleNamespace(
-            ml=np.asarray(ops.ml)[l2g], ml_inv_u=np.asarray(ops.ml_inv_u)[l2g],
-            C=OwnedRowsOperator(comm, rp, n, ops.C, 1, 3),
-            CT=OwnedRowsOperator(comm, rp, n, ops.CT, 3, 1),
-            kmk=OwnedRowsOperator(comm, rp, n, ops.kmk, 1, 1),
-            pin=int(g2l[ops.pin]), dir_nodes=dir_local,
+            ml=piece["ml"], ml_inv_u=piece["ml_inv_u"],
+            C=OwnedRowsOperator(comm, rp, piece["C"]),
+            CT=OwnedRowsOperator(comm, rp, piece["CT"]),
+            kmk=OwnedRowsOperator(comm, rp, piece["kmk"]),
+            pin=piece["pin"], dir_nodes=dir_local,
             dir_row_pos=np.flatnonzero(in_dir[lsp.row_of]),
             dir_diag_pos=csr_positions(lsp, with_rows, with_rows),
-            detj_min=ops.detj_min,
-            nnf=None if ops.nnf is None else localise(ops.nnf, g2l, lsp))
+            detj_min=piece["detj_min"],
+            nnf=None if nnf is None else localise(nnf, np.arange(rp.l2g.size), lsp))
+
+    def check_restart_mesh(self, point) -> None:
+        """:func:`~dycore.timestepping.simulation.check_restart_mesh` on rank 0 (the only rank
+        with the global mesh); its ConfigError is raised on every rank."""
+        from dycore.timestepping.simulation import check_restart_mesh
+        problem = None
+        if self.comm.rank == 0:
+            try:
+                check_restart_mesh(self.mesh, point)
+            except DycoreError as exc:
+                problem = exc
+        problem = self.comm.bcast(problem, root=0)
+        if problem is not None:
+            raise problem
 
     def load_fields(self, fields: dict, t: float) -> None:
         """Set the local state from GLOBAL host fields (names of ``OUTPUT_FIELDS``, (nnodes,)

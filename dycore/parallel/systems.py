@@ -50,7 +50,7 @@ class DistributedSystems:
     cfg : SolversConfig (pressure, momentum, tracer); reducer : Reducer
     pressure_global : SciPy CSR of the whole pinned pressure matrix; part : (n,) node owners —
         for ``amg``: the global hierarchy's V-cycle over the ranks
-        (:class:`~dycore.parallel.amg.DistributedVCycle`)
+        (:class:`~dycore.parallel.amg.DistributedVCycle`); read on rank 0 only (None elsewhere)
     local_amg : bool — ``amg`` as a rank-local hierarchy on the owned block instead
         (:class:`~dycore.parallel.krylov.LocalAMG`; fewer messages, more iterations)
 
@@ -81,8 +81,9 @@ class DistributedSystems:
             self.pressure_pc = LocalAMG(self.pressure_matrix.owned_block())
         elif pc == "amg":
             from dycore.parallel.amg import DistributedVCycle
-            if pressure_global is None or part is None:
-                raise ValueError("the distributed V-cycle needs pressure_global and part")
+            if comm.rank == 0 and (pressure_global is None or part is None):
+                raise ValueError("the distributed V-cycle needs pressure_global and part "
+                                 "on rank 0")
             self.pressure_pc = DistributedVCycle(comm, pressure_global, part)
         elif pc == "jacobi":
             self.pressure_pc = Jacobi(np.asarray(pv)[_diag_positions(pp, pi)])

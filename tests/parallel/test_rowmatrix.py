@@ -57,7 +57,8 @@ def test_coarse_owner_is_the_owner_of_the_first_fine_row_of_the_column():
 
 
 def test_launched_ranks_reads_the_launcher_variables(monkeypatch):
-    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE"):
+    from dycore.parallel.launch import LAUNCHER_VARIABLES
+    for var, _, _ in LAUNCHER_VARIABLES:
         monkeypatch.delenv(var, raising=False)
     assert launched_ranks() == 0
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "3")

@@ -1,0 +1,99 @@
+"""Launch safety: what the launcher's environment says against what mpi4py's MPI sees.
+
+``mpiexec``/``srun`` tell each process how many ranks it is one of through environment
+variables. If mpi4py was built against another MPI library than the launcher's (e.g. the
+packages installed with ``pip --target`` next to a system Open MPI, or the ``mpich`` wheel's
+mpi4py under a Slurm ``srun`` without PMI), ``MPI_Init`` does not find the launcher, every
+process becomes a world of ONE rank, and K independent single-rank runs race on one output
+file. :func:`launched_ranks` reads the variables (no MPI import); :func:`check_world` raises
+when the launcher announces K > 1 ranks and the world has one.
+
+The launch line (docs/parallel.md): ``mpiexec -n K dycore run CONFIG`` with the ``mpiexec``
+of the ``mpich`` wheel (beside the Python of the environment, ``$(python -c "import sys,
+os; print(os.path.dirname(sys.executable))")/mpiexec``), or the mpiexec of the MPI mpi4py was
+built against.
+"""
+from __future__ import annotations
+
+import os
+
+from dycore.errors import BackendUnavailableError
+
+__all__ = ["LAUNCHER_VARIABLES", "check_world", "launched_ranks", "launcher_ranks"]
+
+#: (variable, launcher, counts the -n 1 case) — the rank count a launcher announces, in the
+#: order they are read. The first three make ``dycore run`` take the MPI branch even for one
+#: rank (``mpiexec -n 1``); the others only when they announce more than one process (a
+#: serial run under ``srun -n 1`` or in a one-rank Hydra job stays serial).
+LAUNCHER_VARIABLES = (
+    ("PMI_SIZE", "MPICH / Intel MPI mpiexec (Hydra, PMI)", True),
+    ("OMPI_COMM_WORLD_SIZE", "Open MPI mpirun / mpiexec", True),
+    ("PMIX_SIZE", "a PMIx launcher", True),
+    ("MV2_COMM_WORLD_SIZE", "MVAPICH2 mpirun_rsh", False),
+    ("MPI_LOCALNRANKS", "MPICH's Hydra (ranks on this node)", False),
+    ("SLURM_STEP_NUM_TASKS", "Slurm srun", False),
+)
+
+
+def launcher_ranks(environ=None) -> tuple[str, int] | None:
+    """The first launcher variable of :data:`LAUNCHER_VARIABLES` that announces ranks.
+
+    Parameters
+    ----------
+    environ : mapping (default ``os.environ``)
+
+    Returns
+    -------
+    (variable name, rank count), or None when no launcher variable applies (a value that is
+    not a positive integer is ignored; the variables of the last group count only above 1).
+    """
+    env = os.environ if environ is None else environ
+    for var, _, counts_one in LAUNCHER_VARIABLES:
+        value = env.get(var, "").strip()
+        if value.isdigit() and int(value) >= (1 if counts_one else 2):
+            return var, int(value)
+    return None
+
+
+def launched_ranks(environ=None) -> int:
+    """Rank count announced by an MPI launcher in the environment; 0 when not launched."""
+    found = launcher_ranks(environ)
+    return 0 if found is None else found[1]
+
+
+def _library() -> str:
+    try:
+        from mpi4py import MPI
+        return " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
+    except Exception as exc:                                      # noqa: BLE001
+        return f"unknown ({type(exc).__name__}: {exc})"
+
+
+def check_world(size: int, environ=None, library: str | None = None) -> None:
+    """Refuse a world of one rank when the launcher started several processes.
+
+    Parameters
+    ----------
+    size : int — ``MPI.COMM_WORLD.size`` as mpi4py sees it
+    environ : mapping (default ``os.environ``)
+    library : str — mpi4py's MPI library for the message (default: asked from mpi4py)
+
+    Raises
+    ------
+    BackendUnavailableError naming the launcher variable, the rank count it announces, the
+    MPI library mpi4py loaded, and the fix — on every rank alike, before any output is opened.
+    """
+    found = launcher_ranks(environ)
+    if found is None or size != 1 or found[1] <= 1:
+        return
+    var, k = found
+    who = dict((v, w) for v, w, _ in LAUNCHER_VARIABLES)[var]
+    lib = library if library is not None else _library()
+    raise BackendUnavailableError(
+        f"launched as {k} processes ({var}={k}, set by {who}) but mpi4py's MPI sees a world of "
+        f"1 rank: mpi4py is linked to another MPI library than the launcher's (mpi4py: {lib}), "
+        f"so the {k} processes would each run the whole case alone and write the same output. "
+        "Fix: launch with the mpiexec of mpi4py's MPI (with the mpich wheel of the mpi extra: "
+        "the mpiexec beside this Python, `python -m pip show -f mpich`), or rebuild mpi4py "
+        "against the launcher's MPI (`MPICC=<its mpicc> python -m pip install --no-binary "
+        "mpi4py --force-reinstall mpi4py`); docs/parallel.md, 'Launching'")

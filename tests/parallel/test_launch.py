@@ -1,0 +1,99 @@
+"""Launch safety: the launcher's variables are read, a world of one rank under a launcher that
+started several processes is refused with the fix named (monkeypatched environment), and the
+same under a real ``mpiexec -n 2`` whose ranks cannot reach their launcher (the PMI_FD link
+removed: mpi4py then initialises each process as a singleton, as with a mismatched MPI) and
+under a Slurm step of 4 tasks: one message, exit status 1, no output file."""
+import os
+import subprocess
+import sys
+
+import pytest
+from test_mpi import ROOT, mpiexec
+from test_mpi_run import _config
+
+from dycore.errors import BackendUnavailableError
+from dycore.parallel.launch import LAUNCHER_VARIABLES, check_world, launched_ranks, launcher_ranks
+
+LIB = "Open MPI v4.1.5, package: Debian OpenMPI"
+
+
+def test_each_launcher_variable_is_read_and_the_first_wins():
+    assert launcher_ranks({}) is None and launched_ranks({}) == 0
+    for var, _, _ in LAUNCHER_VARIABLES:
+        assert launcher_ranks({var: "4"}) == (var, 4)
+    assert launcher_ranks({"PMI_SIZE": "2", "SLURM_STEP_NUM_TASKS": "8"}) == ("PMI_SIZE", 2)
+    assert launched_ranks({"OMPI_COMM_WORLD_SIZE": " 3 "}) == 3
+    assert launched_ranks({"PMI_SIZE": "", "PMIX_SIZE": "x2", "MV2_COMM_WORLD_SIZE": "5"}) == 5
+
+
+def test_mpiexec_n_1_counts_but_a_one_task_srun_stays_serial():
+    assert launched_ranks({"PMI_SIZE": "1"}) == 1            # the MPI branch, as before
+    assert launched_ranks({"OMPI_COMM_WORLD_SIZE": "1"}) == 1
+    for var in ("MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "SLURM_STEP_NUM_TASKS"):
+        assert launched_ranks({var: "1"}) == 0, var
+    assert launched_ranks({"PMI_SIZE": "0"}) == 0
+
+
+def test_a_world_of_one_rank_under_a_launcher_of_four_is_refused_naming_the_fix():
+    with pytest.raises(BackendUnavailableError) as err:
+        check_world(1, {"PMI_SIZE": "4", "PMI_RANK": "2"}, library=LIB)
+    msg = str(err.value)
+    assert "launched as 4 processes (PMI_SIZE=4, set by MPICH / Intel MPI mpiexec" in msg
+    assert f"(mpi4py: {LIB})" in msg
+    assert "launch with the mpiexec of mpi4py's MPI" in msg
+    assert "--no-binary mpi4py" in msg and "docs/parallel.md" in msg
+    with pytest.raises(BackendUnavailableError, match=r"SLURM_STEP_NUM_TASKS=2, set by Slurm"):
+        check_world(1, {"SLURM_STEP_NUM_TASKS": "2"}, library=LIB)
+
+
+def test_worlds_that_match_the_launcher_pass():
+    check_world(4, {"PMI_SIZE": "4"}, library=LIB)
+    check_world(1, {"PMI_SIZE": "1"}, library=LIB)              # mpiexec -n 1
+    check_world(1, {}, library=LIB)                             # not launched
+    check_world(4, {"MPI_LOCALNRANKS": "2"}, library=LIB)       # 2 nodes × 2 ranks
+
+
+def test_the_library_is_named_from_mpi4py_by_default():
+    import mpi4py  # noqa: F401  (the mpi extra; `make install` has it)
+    with pytest.raises(BackendUnavailableError, match=r"\(mpi4py: MPICH Version:|"
+                                                      r"\(mpi4py: Open MPI"):
+        check_world(1, {"PMIX_SIZE": "3"})
+
+
+def _env(**extra):
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for var, _, _ in LAUNCHER_VARIABLES:
+        env.pop(var, None)
+    env.update(extra)
+    return env
+
+
+def test_mpiexec_whose_ranks_see_a_world_of_one_stops_every_rank_once(tmp_path):
+    import mpi4py  # noqa: F401  (the mpi extra; `make install` has it)
+    version = subprocess.run([mpiexec(), "--version"], capture_output=True, text=True,
+                             check=False).stdout
+    # PMI_FD is how Hydra's ranks find their launcher: the mpich wheel's mpiexec (`make install`)
+    assert "HYDRA" in version, f"{mpiexec()} is not MPICH's Hydra (the mpich wheel's mpiexec)"
+    out = tmp_path / "x.nc"
+    proc = subprocess.run([mpiexec(), "-n", "2", "env", "-u", "PMI_FD", sys.executable, "-m",
+                           "dycore", "run", str(_config(tmp_path)), "--output", str(out)],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("launched as 2 processes (PMI_SIZE=2") == 1, proc.stderr
+    assert "1 MPI ranks" not in proc.stdout
+    assert not out.exists()
+
+
+def test_a_serial_run_in_a_slurm_step_of_four_tasks_is_refused(tmp_path):
+    import mpi4py  # noqa: F401  (the mpi extra; `make install` has it)
+    out = tmp_path / "x.nc"
+    proc = subprocess.run([sys.executable, "-m", "dycore", "run", str(_config(tmp_path)),
+                           "--output", str(out)], cwd=ROOT,
+                          env=_env(SLURM_STEP_NUM_TASKS="4", SLURM_PROCID="0"),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("launched as 4 processes (SLURM_STEP_NUM_TASKS=4, set by Slurm "
+                             "srun)") == 1, proc.stderr
+    assert not out.exists()
