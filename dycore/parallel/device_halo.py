@@ -104,9 +104,9 @@ class DeviceOwnedRowsOperator:
     ----------
     backend : GPUBackend (or its simulator); transport : NcclTransport or loopback transport
     plan : HaloPlan of depth 2 of this rank
-    a_local : SciPy CSR of the owned rows in local columns, serial entry order kept
-        (``OwnedRowsOperator(...).a``), shape (row_block·n_owned, col_block·n_local)
-    row_block : int — values per node of the result (C: 1, Cᵀ: 3, KMK: 1)
+    rows : the owned rows in local columns, serial entry order kept
+        (:func:`dycore.parallel.rank_ops.owned_rows` of the serial operator: indptr, indices,
+        values, shape (row_block·n_owned, col_block·n_local), row_block — C: 1, Cᵀ: 3, KMK: 1)
 
     ``matvec(x, out)``: x (n_local[, col_block]) with every ghost filled; out (n_local[,
     row_block]) overwritten: the owned rows by :class:`~dycore.backend.gpu_ops.DeviceCSR` (one
@@ -114,10 +114,10 @@ class DeviceOwnedRowsOperator:
     ghosts by :class:`DeviceHaloExchange`.
     """
 
-    def __init__(self, backend, transport, plan, a_local, row_block: int = 1):
-        a = a_local.tocsr()
-        self.rows = int(a.shape[0])
-        self.csr = backend.csr(a.data, a.indices, a.indptr, a.shape)
+    def __init__(self, backend, transport, plan, rows):
+        ptr, cols, vals, shape, row_block = rows
+        self.rows = int(shape[0])
+        self.csr = backend.csr(vals, cols, ptr, shape)
         self.halo = DeviceHaloExchange(backend, transport, plan, row_block)
 
     def matvec(self, x, out) -> None:

@@ -123,7 +123,7 @@ def test_device_owned_rows_product_is_the_serial_product(backend, systems, k):
     import scipy.sparse as sps
 
     from dycore.parallel.device_halo import DeviceOwnedRowsOperator
-    from dycore.parallel.rank_ops import OwnedRowsOperator
+    from dycore.parallel.rank_ops import owned_rows
     s = systems
     n = s["nnodes"]
     part = metis_partition(s["indptr"], s["indices"], k)
@@ -141,9 +141,9 @@ def test_device_owned_rows_product_is_the_serial_product(backend, systems, k):
         world = LoopbackWorld(k)
         outs, dev = [], []
         for rp in rps:
-            cpu = OwnedRowsOperator(None, rp, n, a, rb, cb)
             nl = rp.n_local(2)
-            op = DeviceOwnedRowsOperator(backend, world.transport(rp.rank), rp.plan(2), cpu.a, rb)
+            op = DeviceOwnedRowsOperator(backend, world.transport(rp.rank), rp.plan(2),
+                                         owned_rows(rp, n, a, rb, cb))
             xl = x.reshape(n, cb)[rp.l2g[:nl]].reshape((nl, cb) if cb > 1 else (nl,))
             out = np.full((nl, rb) if rb > 1 else (nl,), np.nan)
             op.csr.matvec(xl, out.reshape(-1)[:op.rows])
