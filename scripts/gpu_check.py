@@ -90,7 +90,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
     from numba import cuda
     from dycore.assembly.sparsity import build_sparsity
     from dycore.backend.cpu import CPUBackend
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     from dycore.backend.timers import StageTimers
     from dycore import cases
 
@@ -101,7 +101,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
     cpu = CPUBackend()
     nthreads = numba.get_num_threads()
     ca = cpu.assembler(mesh, sp_, StageTimers())
-    gb = {mode: GPUBackend(assembly=mode) for mode in ("atomic", "deterministic")}
+    gb = {mode: gpu_backend(assembly=mode) for mode in ("atomic", "deterministic")}
     ga = {mode: b.assembler(mesh, sp_, StageTimers()) for mode, b in gb.items()}
     host = random_fields(mesh.nnodes)
     dev = {k: gb["atomic"].to_device(v) for k, v in host.items()}
@@ -156,7 +156,7 @@ def part_kernels(cfg, repeat: int, results: dict) -> None:
 def _kernel_resources_and_block_sweep(backend, ops, dev, mesh, sp_, repeat, results) -> None:
     """Registers / local bytes per thread of each production kernel, and the atomic tracer and
     momentum assembly at 32..512 threads per block: the evidence for what limits them."""
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     from dycore.bench.timing import kernel_resources
     from dycore.backend.timers import StageTimers
     res = {}
@@ -167,7 +167,7 @@ def _kernel_resources_and_block_sweep(backend, ops, dev, mesh, sp_, repeat, resu
     results["kernel_resources"] = res
     sweep = {}
     for block in (32, 64, 128, 256):        # 512 x 168 registers > 64K per block: no launch
-        b = GPUBackend(assembly="atomic", block=block)
+        b = gpu_backend(assembly="atomic", block=block)
         o = ops(b.assembler(mesh, sp_, StageTimers()), dev)
         sweep[block] = {k: time_gpu(o[k], repeat) for k in
                         ("tracer matrix+rhs", "momentum (BCSR) matrix+rhs")}
@@ -181,7 +181,7 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     atomic / deterministic assembly, each with and without strict FP (fma=0, no LTO)."""
     from dycore import cases
     from dycore.assembly.sparsity import build_sparsity
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     from dycore.backend.timers import StageTimers
     mesh = cases.build_config_mesh(cfg)
     sp_ = build_sparsity(mesh.tets, mesh.nnodes)
@@ -190,7 +190,7 @@ def part_modes(cfg, repeat: int, nsteps: int, results: dict) -> None:
     for assembly in ("atomic", "deterministic"):
         for strict in (False, True):
             label = f"{assembly}{' + strict' if strict else ''}"
-            b = GPUBackend(assembly=assembly, strict=strict)
+            b = gpu_backend(assembly=assembly, strict=strict)
             asm = b.assembler(mesh, sp_, StageTimers())
             d = {k: b.to_device(v) for k, v in random_fields(n).items()}
             calls = {
@@ -302,7 +302,7 @@ def part_device(cfg, nsteps: int, results: dict) -> None:
     results["device"]["vs_host"] = diffs
     # where the GPU time goes: the same steps with each solve replayed as its own graph and
     # the assembly launched from Python, so that the CUDA-event stage timers split the step
-    sim.stepper.capture_iterations = False
+    sim.stepper.graphs.enabled = False
     for _ in range(2):
         sim.step()
     sim.timers.reset()
@@ -345,7 +345,7 @@ def part_solver_ab(cfg, nsteps: int, results: dict) -> None:
             sim.step()
             times.append((time.perf_counter() - t0) * 1e3)
             kernels.append(sim.backend.counters.graph_kernels - k0)
-        sim.stepper.capture_iterations = False
+        sim.stepper.graphs.enabled = False
         sim.step()
         sim.timers.reset()
         for _ in range(nsteps):

@@ -306,16 +306,16 @@ class _Bench:
             rows, ["paper (A100, 554,394 tets): CSR matrix 0.842 ms, rhs 0.116 ms"]))
 
     def _gpu_assembly_calls(self, mesh, sp, h):
-        from dycore.backend.gpu import GPUBackend
+        from dycore.backend.gpu import gpu_backend
         from dycore.backend.timers import StageTimers
 
         calls = {}
         for mode, label in (("atomic", "gpu atomic + lookup table"),
                             ("deterministic", "gpu deterministic (elements + gather)")):
-            b = GPUBackend(solver_mode="host", assembly=mode, block=self.block)
+            b = gpu_backend(solver_mode="host", assembly=mode, block=self.block)
             d = {k: (b.to_device(v) if isinstance(v, np.ndarray) else v) for k, v in h.items()}
             calls[label] = _tracer_call(b.assembler(mesh, sp, StageTimers(b.marker)), d)
-        b = GPUBackend(solver_mode="host", assembly="atomic", block=self.block)
+        b = gpu_backend(solver_mode="host", assembly="atomic", block=self.block)
         d = {k: (b.to_device(v) if isinstance(v, np.ndarray) else v) for k, v in h.items()}
         bsearch = _tracer_call(b.assembler(mesh, sp, StageTimers(b.marker)), d, search=True)
         calls["gpu atomic + binary search (csr_find)"] = bsearch

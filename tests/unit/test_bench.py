@@ -125,12 +125,12 @@ def test_csr_find_equals_lookup(mesh):
 
 @pytest.mark.skipif(not SIM, reason="runs the GPU assembly under the CUDA simulator")
 def test_binary_search_assembly_equals_lookup_assembly(mesh):
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     from dycore.backend.timers import StageTimers
 
     sp = build_sparsity(mesh.tets, mesh.nnodes)
     h = tracer_inputs(mesh.nnodes, seed=1)
-    b = GPUBackend(solver_mode="host", assembly="atomic", block=32)
+    b = gpu_backend(solver_mode="host", assembly="atomic", block=32)
     asm = b.assembler(mesh, sp, StageTimers(b.marker))
     ref_v, ref_r = (np.array(a, copy=True) for a in asm.tracer(
         "t", h["u_nl"], h["c_old"], h["src"], h["sigma"], h["c_ref"], h["kdiag"], h["dt_theta"]))
