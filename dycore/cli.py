@@ -623,9 +623,11 @@ def _add_bench(subparsers) -> None:
                         help="scaling mesh sizes (default: 12x12x10 24x24x20 48x48x40 "
                              "96x96x80)")
     parser.add_argument("--parts", default="kernels,assembly,steps,scaling",
-                        help="comma-separated subset of kernels,assembly,steps,scaling,run "
-                             "(run: whole runs split into set-up, steps, output; --steps "
-                             "steps each; not in the default)")
+                        help="comma-separated subset of kernels,assembly,steps,scaling,run,"
+                             "operators,modes,device,solver_ab,pressure_profile (run: whole "
+                             "runs split into set-up, steps, output; the last five: the GPU "
+                             "machine's parts, dycore.bench.gpu_parts; none of these six in "
+                             "the default)")
     parser.add_argument("--block", type=_block_size, default=128, metavar="THREADS",
                         help="GPU threads per block of the element kernels: a multiple of 32 "
                              "up to 256 (default: 128)")
