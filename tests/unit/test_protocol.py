@@ -132,3 +132,29 @@ def test_the_stepper_asks_only_for_protocol_members():
     # the same bits as the Simulation's own stepper (graphs re-issued on the CPU)
     fa, fb = sim.host_fields(), ref.host_fields()
     assert all(np.array_equal(fa[k], fb[k]) for k in fa)
+
+
+def test_every_backend_member_named_in_the_stepper_source_is_in_the_protocol():
+    """Static companion of the recording test (it also sees branches a tiny run skips, such as
+    the no-normal-flow rotation): every ``self.b.X`` / ``backend.X`` and ``self.vops.X`` /
+    ``v.X`` in dycore/timestepping/picard.py and every ``self.b.X`` of IterationGraphs."""
+    import ast
+    import inspect
+
+    from dycore.backend import graphs
+    from dycore.timestepping import picard
+
+    def names(source_of, owners):
+        found = set()
+        for node in ast.walk(ast.parse(inspect.getsource(source_of))):
+            if isinstance(node, ast.Attribute):
+                owner = ast.unparse(node.value)
+                if owner in owners:
+                    found.add((owner, node.attr))
+        return found
+
+    backend = {a for o, a in names(picard, {"self.b", "backend"})}
+    backend |= {a for o, a in names(graphs.IterationGraphs, {"self.b"})}
+    ops = {a for o, a in names(picard, {"self.vops", "v"})}
+    assert backend and backend <= members(P.Backend), backend - members(P.Backend)
+    assert ops == members(P.VectorOps), ops ^ members(P.VectorOps)
