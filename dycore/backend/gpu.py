@@ -9,8 +9,6 @@ NumPy arrays, which is how CI tests this backend without a GPU.
 """
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 from numba import config as numba_config
 from numba import cuda
@@ -23,8 +21,6 @@ from dycore.backend.graphs import Graph
 from dycore.backend.counters import Counters
 from dycore.backend.timers import WallMarker
 from dycore.errors import BackendUnavailableError
-
-log = logging.getLogger("dycore")
 
 __all__ = ["GPUBackend", "SimulatorBackend", "EventMarker", "Graph", "gpu_backend"]
 
