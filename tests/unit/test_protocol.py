@@ -137,10 +137,12 @@ def test_the_stepper_asks_only_for_protocol_members():
 def test_every_backend_member_named_in_the_stepper_source_is_in_the_protocol():
     """Static companion of the recording test (it also sees branches a tiny run skips, such as
     the no-normal-flow rotation): every ``self.b.X`` / ``backend.X`` and ``self.vops.X`` /
-    ``v.X`` in dycore/timestepping/picard.py and every ``self.b.X`` of IterationGraphs."""
+    ``v.X`` in dycore/timestepping/picard.py, and every ``self.b.X`` / ``backend.X`` of
+    IterationGraphs and of the Assembler."""
     import ast
     import inspect
 
+    from dycore.assembly import assembler
     from dycore.backend import graphs
     from dycore.timestepping import picard
 
@@ -155,6 +157,7 @@ def test_every_backend_member_named_in_the_stepper_source_is_in_the_protocol():
 
     backend = {a for o, a in names(picard, {"self.b", "backend"})}
     backend |= {a for o, a in names(graphs.IterationGraphs, {"self.b"})}
+    backend |= {a for o, a in names(assembler.Assembler, {"self.b", "backend"})}
     ops = {a for o, a in names(picard, {"self.vops", "v"})}
     assert backend and backend <= members(P.Backend), backend - members(P.Backend)
     assert ops == members(P.VectorOps), ops ^ members(P.VectorOps)
