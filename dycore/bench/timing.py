@@ -100,6 +100,14 @@ def time_cpu(fn, repeat: int, warmup: int = 1) -> dict:
     return stats(out)
 
 
+def _with_rate(t: dict, nbytes: int) -> dict:
+    """Copy timings ``t`` plus ``GB_per_s`` (bytes read + written per second at the median
+    time) and ``bytes`` (the array copied)."""
+    t["GB_per_s"] = 2 * nbytes / (t["median_ms"] * 1e-3) / 1e9
+    t["bytes"] = int(nbytes)
+    return t
+
+
 def copy_bandwidth(repeat: int = 20, nbytes: int = 1 << 31) -> dict:
     """Device-to-device copy bandwidth (bytes read + bytes written per second) of ``repeat``
     copies of an array of ``nbytes`` bytes (default 2 GiB).
@@ -110,9 +118,7 @@ def copy_bandwidth(repeat: int = 20, nbytes: int = 1 << 31) -> dict:
 
     a = cp.random.random(nbytes // 8)
     b = cp.empty_like(a)
-    t = time_gpu(lambda: b.__setitem__(slice(None), a), repeat)
-    t["GB_per_s"] = 2 * a.nbytes / (t["median_ms"] * 1e-3) / 1e9
-    t["bytes"] = int(a.nbytes)
+    t = _with_rate(time_gpu(lambda: b.__setitem__(slice(None), a), repeat), a.nbytes)
     del a, b
     cp.get_default_memory_pool().free_all_blocks()
     return t
@@ -132,9 +138,7 @@ def host_copy_bandwidth(repeat: int = 10, nbytes: int = 1 << 27) -> dict:
 
     a = np.random.default_rng(0).random(nbytes // 8)
     b = np.empty_like(a)
-    t = time_cpu(lambda: _parallel_copy(a, b), repeat)
-    t["GB_per_s"] = 2 * a.nbytes / (t["median_ms"] * 1e-3) / 1e9
-    t["bytes"] = int(a.nbytes)
+    t = _with_rate(time_cpu(lambda: _parallel_copy(a, b), repeat), a.nbytes)
     t["threads"] = numba.get_num_threads()
     return t
 
