@@ -563,6 +563,14 @@ def _add_validate(subparsers) -> None:
     parser.add_argument("--repeat-gpu", action="store_true",
                         help="run the GPU twice and compare the final-field SHA-256 hashes "
                              "(must match with deterministic assembly)")
+    parser.add_argument("--checks", default="fields", metavar="LIST",
+                        help="comma-separated subset of fields (the comparison above), libm "
+                             "(strict FP per operation, GPU vs CPU), restart (bitwise GPU "
+                             "restart, dycore.checks.bitwise) (default: fields)")
+    parser.add_argument("--restart-steps", type=_positive_int, default=20, metavar="N",
+                        help="steps of the restart check, restarted at N/2 (default: 20)")
+    parser.add_argument("--restart-modes", default="device,host", metavar="LIST",
+                        help="solver modes of the restart check (default: device,host)")
     parser.set_defaults(handler=_cmd_validate)
 
 
@@ -583,14 +591,36 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                                 "validate_report.json")},
                   {"CONFIG (the configuration file)": args.config,
                    "mesh.file (the mesh read)": config.mesh.file})
-    result = validate(config, steps=args.steps, output_dir=args.output_dir,
-                      tolerance=args.tolerance, repeat_gpu=args.repeat_gpu,
-                      assembly=args.assembly, strict=args.strict)
-    print(result.text(), end="")
-    if not result.passed:
-        _report(f"validate: {result.message}")
-        return EXIT_ERROR
-    return EXIT_OK
+    checks = _split_checks(args.checks)
+    passed = True
+    if "fields" in checks:
+        result = validate(config, steps=args.steps, output_dir=args.output_dir,
+                          tolerance=args.tolerance, repeat_gpu=args.repeat_gpu,
+                          assembly=args.assembly, strict=args.strict)
+        print(result.text(), end="")
+        if not result.passed:
+            _report(f"validate: {result.message}")
+            passed = False
+    if set(checks) - {"fields"}:
+        from dycore.checks.bitwise import run_checks
+        ok, message, _ = run_checks(config, checks, args.output_dir, args.restart_steps,
+                                    [m for m in args.restart_modes.split(",") if m])
+        print(f"validate --checks: {message}")
+        if not ok:
+            _report(f"validate: {message}")
+            passed = False
+    return EXIT_OK if passed else EXIT_ERROR
+
+
+def _split_checks(text: str) -> list[str]:
+    """``--checks`` as a list, each one of fields and :data:`dycore.checks.bitwise.CHECKS`."""
+    from dycore.checks.bitwise import CHECKS
+    checks = [c.strip() for c in text.split(",") if c.strip()]
+    bad = [c for c in checks if c not in ("fields", *CHECKS)]
+    if bad or not checks:
+        raise ConfigError(f"--checks: unknown check {bad[0] if bad else text!r} (choose from "
+                          f"{', '.join(('fields', *CHECKS))})")
+    return checks
 
 
 # --------------------------------------------------------------------------------- bench
@@ -623,9 +653,11 @@ def _add_bench(subparsers) -> None:
                         help="scaling mesh sizes (default: 12x12x10 24x24x20 48x48x40 "
                              "96x96x80)")
     parser.add_argument("--parts", default="kernels,assembly,steps,scaling",
-                        help="comma-separated subset of kernels,assembly,steps,scaling,run "
-                             "(run: whole runs split into set-up, steps, output; --steps "
-                             "steps each; not in the default)")
+                        help="comma-separated subset of kernels,assembly,steps,scaling,run,"
+                             "operators,modes,device,solver_ab,pressure_profile (run: whole "
+                             "runs split into set-up, steps, output; the last five: the GPU "
+                             "machine's parts, dycore.bench.gpu_parts; none of these six in "
+                             "the default)")
     parser.add_argument("--block", type=_block_size, default=128, metavar="THREADS",
                         help="GPU threads per block of the element kernels: a multiple of 32 "
                              "up to 256 (default: 128)")

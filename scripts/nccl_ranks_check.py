@@ -70,11 +70,11 @@ def _rank(rank, k, uid, rp, nnodes, queue):
     from numba import cuda
     cp.cuda.Device(rank).use()
     cuda.select_device(rank)
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     from dycore.parallel.device_halo import DeviceHaloExchange
     from dycore.parallel.device_reduce import DeviceExactReducer
     from dycore.parallel.nccl import NcclTransport
-    b = GPUBackend(solver_mode="device")
+    b = gpu_backend(solver_mode="device")
     t = NcclTransport(rank, k, uid, b.stream)
     out = {"rank": rank, "gpu": cuda.get_current_device().name.decode()
            if isinstance(cuda.get_current_device().name, bytes)

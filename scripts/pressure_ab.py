@@ -59,7 +59,7 @@ for label in a.set:
     same = "ref" if ref is None else all(np.array_equal(fields[k], ref[k]) for k in fields)
     ref = ref or fields
     its = sim.stepper.step(sim.state).iterations
-    sim.stepper.capture_iterations = False
+    sim.stepper.graphs.enabled = False
     sim.timers.reset()
     for _ in range(5):
         sim.step()

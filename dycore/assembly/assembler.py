@@ -1,18 +1,10 @@
 """The one Assembler: element loops of :data:`dycore.assembly.loops.ASSEMBLY` run on a backend
 and assembled into CSR/BCSR ``values`` and nodal vectors.
 
-It is written against a small backend protocol (both :class:`dycore.backend.cpu.CPUBackend` and
-:class:`dycore.backend.gpu.GPUBackend` provide it):
-
-- ``xp`` (the array module), ``to_device(a)``, ``to_host(a)``, ``zeros(shape, dtype)``;
-- ``assembly``: ``"deterministic"`` (element arrays + gather by nonzero in element order: the
-  CPU's order, the same bits everywhere) or ``"atomic"`` (atomic adds, GPU only);
-- ``launch_loop(loop, mode, args)``: run one :class:`~dycore.assembly.loop_spec.ElementLoop`
-  with its scatter rule ``mode`` and its parameters by name (``args``: dict); the CPU runs the
-  generated ``prange`` driver, the GPU the generated kernel;
-- ``gather(ptr, contrib, ele, out, bs)``: out[k, :] = Σ ele[contrib[q], :] over q in
-  ptr[k]:ptr[k+1] in that order (``out`` (ntarget*bs,) or shaped; ``ele`` (nsource*bs,));
-- ``fill(a, value)``: a[...] = value.
+It is written against the members ``xp``, ``to_device``, ``to_host``, ``zeros``, ``assembly``
+(``"deterministic"``: element arrays + gather by nonzero in element order, the CPU's order and
+the same bits everywhere; ``"atomic"``: atomic adds, GPU only), ``launch_loop``, ``gather`` and
+``fill`` of :class:`dycore.backend.protocol.Backend` (shapes and contracts there).
 
 Every method returns arrays owned by the assembler (overwritten by the next call of the same
 method, or fresh for the mesh-only operators). Stage names in ``timers``: ``integrate <op>`` and

@@ -48,7 +48,7 @@ def select_backend(cfg):
         ok, why = gpu_usable()
         if not ok:
             raise BackendUnavailableError(f"backend.name: gpu requested but {why}")
-        from dycore.backend.gpu import GPUBackend
-        return GPUBackend(solver_mode=cfg.solver_mode, assembly=cfg.assembly, strict=cfg.strict,
-                          threads=cfg.threads, graphs=cfg.graphs)
+        from dycore.backend.gpu import gpu_backend    # SimulatorBackend under the simulator
+        return gpu_backend(solver_mode=cfg.solver_mode, assembly=cfg.assembly, strict=cfg.strict,
+                           threads=cfg.threads, graphs=cfg.graphs)
     raise ConfigError(f"backend.name: unknown backend '{name}' (expected cpu, gpu or auto)")

@@ -10,6 +10,7 @@ from dycore.assembly.assembler import Assembler
 from dycore.assembly.gather import gather_blocks
 from dycore.assembly.loop_spec import ELEMENTS
 from dycore.backend.counters import Counters
+from dycore.backend.graphs import Graph
 from dycore.backend.timers import WallMarker
 
 __all__ = ["CPUBackend", "CPUVectorOps", "HostCSR"]
@@ -128,6 +129,10 @@ class CPUBackend:
     def csr(self, data, indices, indptr, shape):
         """A sparse matrix of this backend over (data, indices, indptr)."""
         return HostCSR((data, indices, indptr), shape=shape)
+
+    def capture(self, issue):
+        """Nothing to capture on the CPU: a :class:`Graph` whose replay calls ``issue()``."""
+        return Graph(self, issue, capture=False)
 
     # -- the assembler's protocol (dycore.assembly.assembler) ---------------------------------
     def zeros(self, shape, dtype=np.float64):

@@ -9,8 +9,6 @@ NumPy arrays, which is how CI tests this backend without a GPU.
 """
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 from numba import config as numba_config
 from numba import cuda
@@ -19,65 +17,12 @@ from dycore.backend import _numpy_compat  # noqa: F401
 from dycore.assembly.assembler import Assembler
 from dycore.backend.gpu_kernels import get_kernels, grid
 from dycore.backend.gpu_ops import DeviceCSR, GPUVectorOps
+from dycore.backend.graphs import Graph
 from dycore.backend.counters import Counters
 from dycore.backend.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
-log = logging.getLogger("dycore")
-
-__all__ = ["GPUBackend", "SimulatorBackend", "EventMarker", "Graph"]
-
-
-class Graph:
-    """Kernels captured once and replayed (a CUDA graph; re-issued under the simulator).
-
-    Parameters
-    ----------
-    backend : GPUBackend
-    issue : callable with no arguments that launches kernels through ``backend.launch``
-    """
-
-    def __init__(self, backend, issue, capture=True):
-        self.b = backend
-        self.issue = issue
-        self.graph = None
-        self.direct = not capture                # replays are plain launches
-        before = backend.counters.launches
-        if capture and not backend.simulator:
-            import cupy
-            stream = backend.stream
-            try:
-                stream.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeRelaxed)
-                try:
-                    issue()
-                finally:
-                    graph = stream.end_capture()
-                self.graph = graph
-            except Exception as exc:  # noqa: BLE001 - any capture failure: launch directly
-                log.warning("CUDA graph capture failed (%s: %s); launching these kernels "
-                            "directly", type(exc).__name__, exc)
-        self.kernels = backend.counters.launches - before
-        backend.counters.launches = before       # captured, not run
-
-    def replay(self) -> None:
-        """Run the captured kernels once more (on the backend's stream).
-
-        Under the simulator the kernels are re-issued and counted as a replay, as on a GPU;
-        after a failed capture they are launched directly and counted as launches."""
-        c = self.b.counters
-        if self.direct or (self.graph is None and not self.b.simulator):
-            self.issue()
-            return
-        c.graph_replays += 1
-        if self.graph is not None:
-            c.graph_kernels += self.kernels
-            self.graph.launch(stream=self.b.stream)
-            return
-        saved = c.launches
-        self.issue()
-        self.kernels = c.launches - saved
-        c.graph_kernels += self.kernels
-        c.launches = saved
+__all__ = ["GPUBackend", "SimulatorBackend", "EventMarker", "Graph", "gpu_backend"]
 
 
 class EventMarker:
@@ -102,9 +47,10 @@ class EventMarker:
 class GPUBackend:
     """Backend value for an NVIDIA GPU (CuPy arrays, numba-cuda kernels on one stream).
 
-    Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) ``GPUBackend(...)`` makes a
-    :class:`SimulatorBackend`: the same backend with NumPy arrays and simulated launches, so
-    the code above the backend has no simulator branch.
+    Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) the same backend is
+    :class:`SimulatorBackend` (NumPy arrays, simulated launches); :func:`gpu_backend` (and so
+    :func:`dycore.backend.select_backend`) picks the one that runs here, so the code above the
+    backend has no simulator branch.
 
     Parameters
     ----------
@@ -124,11 +70,8 @@ class GPUBackend:
 
     name = "gpu"
     simulator = False
-
-    def __new__(cls, *args, **kwargs):
-        if cls is GPUBackend and numba_config.ENABLE_CUDASIM:
-            cls = SimulatorBackend
-        return super().__new__(cls)
+    #: threads per block of the reduction and solver kernels
+    solver_block = 256
 
     def __init__(self, solver_mode="host", assembly="atomic", strict=False, threads=0,
                  block=128, graphs=True):
@@ -173,6 +116,13 @@ class GPUBackend:
         """A host copy of a backend array (a device→host copy: one host synchronisation)."""
         self.counters.syncs += 1
         return self.xp.asnumpy(a, stream=self.stream)
+
+    def as_device(self, a, dtype):
+        """``a`` as a backend array of ``dtype``: a host (NumPy) array is copied to the device
+        once; a backend array is used in place (cast when its dtype differs)."""
+        if isinstance(a, np.ndarray):
+            return self.to_device(np.asarray(a, dtype))
+        return a if a.dtype == dtype else a.astype(dtype)
 
     def nb(self, a):
         """A numba view of a backend array (zero-copy) for kernel arguments.
@@ -264,6 +214,7 @@ class SimulatorBackend(GPUBackend):
     class does with NumPy; nothing above the backend asks which one it has."""
 
     simulator = True
+    solver_block = 32     # the simulator runs every thread of a block as a Python thread
 
     def _start(self) -> None:
         self.xp = np
@@ -277,6 +228,11 @@ class SimulatorBackend(GPUBackend):
     def to_host(self, a):
         self.counters.syncs += 1
         return np.asarray(a)
+
+    def as_device(self, a, dtype):
+        """Host and backend arrays are both NumPy here: ``a`` itself (cast when its dtype
+        differs), so that in-place updates of it are seen by the kernels."""
+        return a if a.dtype == dtype else a.astype(dtype)
 
     def nb(self, a):
         """The NumPy array wrapped as a simulated device array over the same memory (a bare
@@ -296,3 +252,15 @@ class SimulatorBackend(GPUBackend):
     def launch(self, kernel, griddim, *args):
         self.counters.launches += 1
         kernel[griddim](*args)
+
+
+def gpu_backend(**options) -> GPUBackend:
+    """The GPU backend that runs on this machine: :class:`SimulatorBackend` under numba-cuda's
+    simulator (``NUMBA_ENABLE_CUDASIM=1``), else :class:`GPUBackend`; ``options`` as theirs.
+
+    Raises
+    ------
+    BackendUnavailableError when CuPy cannot be imported (GPU only).
+    """
+    cls = SimulatorBackend if numba_config.ENABLE_CUDASIM else GPUBackend
+    return cls(**options)

@@ -65,7 +65,7 @@ class GPUVectorOps:
 
     def __init__(self, backend):
         self.b = backend
-        self.rb = 32 if backend.simulator else 256
+        self.rb = backend.solver_block
         from dycore.backend.gpu_kernels import get_solver_kernels
         self.k = get_solver_kernels(backend.strict, self.rb)
         xp = backend.xp

@@ -13,6 +13,8 @@ steps     one Simulation per available variant: warm-up step, then K timed steps
 scaling   the step at several mesh sizes: time per element, device memory per element (GPU)
 run       whole runs as ``dycore run`` does them (:mod:`dycore.bench.run_split`): set-up, first
           step, steps, output on the critical path, total wall time
+operators, modes, device, solver_ab, pressure_profile
+          the GPU machine's parts (:mod:`dycore.bench.gpu_parts`; ``scripts/gpu_check.py``)
 
 GPU columns appear only where a GPU is usable; under numba-cuda's simulator they appear only with
 ``--paths gpu`` (a code-path check: simulator timings mean nothing).
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dycore.bench.gpu_parts import GPU_PARTS, run_gpu_part
 from dycore.bench.report import fmt_num, fmt_time, format_table
 from dycore.bench.steps import numba_threads, run_variant, step_variants
 from dycore.bench.timing import (copy_bandwidth, host_copy_bandwidth, kernel_resources, time_cpu,
@@ -35,7 +38,7 @@ from dycore.errors import BackendUnavailableError, ConfigError
 
 __all__ = ["run_bench", "parse_mesh", "parse_sizes", "PARTS", "DEFAULT_PARTS", "DEFAULT_SIZES"]
 
-PARTS = ("kernels", "assembly", "steps", "scaling", "run")
+PARTS = ("kernels", "assembly", "steps", "scaling", "run", *GPU_PARTS)
 #: the parts run when none are named (``run`` writes output files: asked for by name)
 DEFAULT_PARTS = ("kernels", "assembly", "steps", "scaling")
 #: mesh sizes (nx, ny, nz) of the scaling table without --mesh (x 6 tetrahedra per cell)
@@ -306,16 +309,16 @@ class _Bench:
             rows, ["paper (A100, 554,394 tets): CSR matrix 0.842 ms, rhs 0.116 ms"]))
 
     def _gpu_assembly_calls(self, mesh, sp, h):
-        from dycore.backend.gpu import GPUBackend
+        from dycore.backend.gpu import gpu_backend
         from dycore.backend.timers import StageTimers
 
         calls = {}
         for mode, label in (("atomic", "gpu atomic + lookup table"),
                             ("deterministic", "gpu deterministic (elements + gather)")):
-            b = GPUBackend(solver_mode="host", assembly=mode, block=self.block)
+            b = gpu_backend(solver_mode="host", assembly=mode, block=self.block)
             d = {k: (b.to_device(v) if isinstance(v, np.ndarray) else v) for k, v in h.items()}
             calls[label] = _tracer_call(b.assembler(mesh, sp, StageTimers(b.marker)), d)
-        b = GPUBackend(solver_mode="host", assembly="atomic", block=self.block)
+        b = gpu_backend(solver_mode="host", assembly="atomic", block=self.block)
         d = {k: (b.to_device(v) if isinstance(v, np.ndarray) else v) for k, v in h.items()}
         bsearch = _tracer_call(b.assembler(mesh, sp, StageTimers(b.marker)), d, search=True)
         calls["gpu atomic + binary search (csr_find)"] = bsearch
@@ -411,7 +414,7 @@ class _Bench:
         self.say(f"dycore bench: python {m['python']}, numba {m['numba']}, "
                  f"{m['numba_threads']} numba threads, GPU: {m['gpu'] or 'none'} "
                  f"({m['gpu_note']})")
-        need_mesh = any(p in self.parts for p in ("kernels", "assembly"))
+        need_mesh = any(p in self.parts for p in ("kernels", "assembly", "operators", "modes"))
         mesh, sp = self.build_mesh() if need_mesh else (None, None)
         if "kernels" in self.parts:
             self.kernels(mesh, self.bandwidth())
@@ -423,6 +426,8 @@ class _Bench:
             self.scaling()
         if "run" in self.parts:
             self.run_table()
+        for part in (p for p in self.parts if p in GPU_PARTS):     # in the order given
+            run_gpu_part(self, part, mesh, sp)
         self.res["tables"] = self.tables
         return self.res
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from dycore.bench.timing import stats
 
-__all__ = ["numba_threads", "step_variants", "run_variant", "device_used_bytes"]
+__all__ = ["numba_threads", "step_variants", "run_variant", "time_steps", "device_used_bytes"]
 
 
 @contextmanager
@@ -83,6 +83,27 @@ def _free_device() -> None:
         cupy.get_default_memory_pool().free_all_blocks()
 
 
+def time_steps(sim, steps: int) -> tuple[list, list, dict]:
+    """Take ``steps`` steps of ``sim``, each timed by the host clock around ``sim.step()``
+    (which ends with a device→host read) and counted by the backend.
+
+    Returns
+    -------
+    (times [ms] per step, what the backend counted per step (dict of counter deltas: launches,
+    graph_replays, graph_kernels, syncs, allocations), the last step's diagnostics)
+    """
+    times, counts, diag = [], [], {}
+    counters = sim.backend.counters
+    for _ in range(steps):
+        c0 = counters.snapshot()
+        t0 = time.perf_counter()
+        diag = sim.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+        c1 = counters.snapshot()
+        counts.append({k: c1[k] - c0[k] for k in c0})
+    return times, counts, diag
+
+
 def run_variant(make_config, label: str, backend: dict, threads: int, steps: int) -> dict:
     """Build, warm up and time ``steps`` steps of one variant.
 
@@ -127,15 +148,7 @@ def run_variant(make_config, label: str, backend: dict, threads: int, steps: int
         sim.backend.synchronize()
         warmup_s = time.perf_counter() - t0
         sim.timers.reset()
-        times, diag, counts = [], {}, []
-        counters = sim.backend.counters
-        for _ in range(steps):
-            c0 = counters.snapshot()
-            t0 = time.perf_counter()
-            diag = sim.step()                       # ends with a device→host read
-            times.append((time.perf_counter() - t0) * 1e3)
-            c1 = counters.snapshot()
-            counts.append({k: c1[k] - c0[k] for k in c0})
+        times, counts, diag = time_steps(sim, steps)
         out = {"label": label, "backend": sim.backend.describe(), "nele": int(sim.mesh.nele),
                "nnodes": int(sim.mesh.nnodes), "build_s": build_s, "warmup_s": warmup_s,
                "step": stats(times), "stages": sim.timers.as_dict(),

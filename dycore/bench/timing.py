@@ -100,28 +100,25 @@ def time_cpu(fn, repeat: int, warmup: int = 1) -> dict:
     return stats(out)
 
 
+def _with_rate(t: dict, nbytes: int) -> dict:
+    """Copy timings ``t`` plus ``GB_per_s`` (bytes read + written per second at the median
+    time) and ``bytes`` (the array copied)."""
+    t["GB_per_s"] = 2 * nbytes / (t["median_ms"] * 1e-3) / 1e9
+    t["bytes"] = int(nbytes)
+    return t
+
+
 def copy_bandwidth(repeat: int = 20, nbytes: int = 1 << 31) -> dict:
-    """Device-to-device copy bandwidth (bytes read + bytes written per second).
+    """Device-to-device copy bandwidth (bytes read + bytes written per second) of ``repeat``
+    copies of an array of ``nbytes`` bytes (default 2 GiB).
 
-    Parameters
-    ----------
-    repeat : int
-        Number of timed copies.
-    nbytes : int
-        Size of the copied array [bytes] (default 2 GiB).
-
-    Returns
-    -------
-    dict
-        :func:`stats` of the copy times plus ``GB_per_s`` = 2 * nbytes / median time / 1e9.
-    """
+    Returns :func:`stats` of the copy times [ms] plus ``GB_per_s`` = 2 * nbytes / median time
+    / 1e9 and ``bytes``."""
     import cupy as cp
 
     a = cp.random.random(nbytes // 8)
     b = cp.empty_like(a)
-    t = time_gpu(lambda: b.__setitem__(slice(None), a), repeat)
-    t["GB_per_s"] = 2 * a.nbytes / (t["median_ms"] * 1e-3) / 1e9
-    t["bytes"] = int(a.nbytes)
+    t = _with_rate(time_gpu(lambda: b.__setitem__(slice(None), a), repeat), a.nbytes)
     del a, b
     cp.get_default_memory_pool().free_all_blocks()
     return t
@@ -134,28 +131,14 @@ def _parallel_copy(src, dst):
 
 
 def host_copy_bandwidth(repeat: int = 10, nbytes: int = 1 << 27) -> dict:
-    """Host memory copy bandwidth with the current numba thread count (an ``@njit`` prange copy).
-
-    Parameters
-    ----------
-    repeat : int
-        Number of timed copies.
-    nbytes : int
-        Size of the copied array [bytes] (default 128 MiB, well beyond the caches).
-
-    Returns
-    -------
-    dict
-        :func:`stats` of the copy times plus ``GB_per_s`` = 2 * nbytes / median time / 1e9 and
-        ``threads`` (numba threads used).
-    """
+    """Host memory copy bandwidth with the current numba thread count (an ``@njit`` prange
+    copy): as :func:`copy_bandwidth` (default 128 MiB, well beyond the caches), plus
+    ``threads`` (numba threads used)."""
     import numba
 
     a = np.random.default_rng(0).random(nbytes // 8)
     b = np.empty_like(a)
-    t = time_cpu(lambda: _parallel_copy(a, b), repeat)
-    t["GB_per_s"] = 2 * a.nbytes / (t["median_ms"] * 1e-3) / 1e9
-    t["bytes"] = int(a.nbytes)
+    t = _with_rate(time_cpu(lambda: _parallel_copy(a, b), repeat), a.nbytes)
     t["threads"] = numba.get_num_threads()
     return t
 

@@ -42,8 +42,8 @@ class DeviceSystems:
     backend : GPUBackend (GPU or simulator); sparsity : Sparsity; ops : MeshOperators
     cfg : SolversConfig; timers : StageTimers
     smoother : "chebyshev" or "jacobi" (pressure V-cycle), sweeps : smoothing steps
-    rb : threads per block of the solver kernels (None: 256 on a GPU, 32 under the simulator,
-        which runs every thread of a block as a Python thread)
+    rb : threads per block of the solver kernels (None: ``backend.solver_block``, 256 on a GPU,
+        32 under the simulator, which runs every thread of a block as a Python thread)
     max_coarse : largest coarsest AMG level
     setup_cache : SetupCache or None — where the AMG hierarchy is loaded from / stored
         (:mod:`dycore.io.setup_cache`; its key must cover the pressure matrix)
@@ -53,7 +53,7 @@ class DeviceSystems:
                  rb=None, max_coarse=500, setup_cache=None):
         self.b, self.cfg, self.timers, self.n = backend, cfg, timers, sparsity.n
         if rb is None:
-            rb = 32 if backend.simulator else 256
+            rb = backend.solver_block
         la = self.la = DeviceLinalg(backend, rb)
         self.ctl = backend.xp.zeros((3, K.NCTL))
         for name in ("tracer", "momentum"):

@@ -36,7 +36,7 @@ class DeviceLinalg:
 
     Parameters
     ----------
-    backend : GPUBackend (a GPU or the CUDA simulator)
+    backend : GPUBackend or SimulatorBackend (:class:`dycore.backend.protocol.DeviceBackend`)
     rb : threads per block of every solver kernel (a power of two)
     max_group : most threads per matrix row in the row kernels (a power of two ≤ min(32, rb);
         None: :attr:`DEFAULT_MAX_GROUP`, else min(32, rb))
@@ -154,21 +154,14 @@ class DeviceMatrix:
 
     def __init__(self, la, indptr, indices, data, bs: int = 1, g: int | None = None,
                  dtype=np.float64):
-        self.indptr = la.nb(self._device(la, indptr, np.int32))
-        self.indices = la.nb(self._device(la, indices, np.int32))
-        self.data = la.nb(self._device(la, data, dtype).reshape(-1))
+        self.indptr = la.nb(la.b.as_device(indptr, np.int32))
+        self.indices = la.nb(la.b.as_device(indices, np.int32))
+        self.data = la.nb(la.b.as_device(data, dtype).reshape(-1))
         self.nrow = int(self.indptr.shape[0]) - 1
         self.bs = bs
         self.n = self.nrow * bs
         self.g = g if g is not None else group_size(
             int(self.indices.shape[0]) / max(self.nrow, 1), la.max_group)
-
-    @staticmethod
-    def _device(la, a, dtype):
-        """Host arrays are copied to the device once; backend arrays are used in place."""
-        if isinstance(a, np.ndarray) and not la.b.simulator:
-            return la.b.to_device(np.asarray(a, dtype))
-        return a if a.dtype == dtype else a.astype(dtype)
 
     @classmethod
     def from_scipy(cls, la, a, g: int | None = None, dtype=np.float64):
@@ -192,7 +185,7 @@ class _Solver:
         host[K.RTOL2] = cfg.rtol * cfg.rtol
         host[K.ATOL2] = cfg.atol * cfg.atol
         host[K.MAXIT] = cfg.max_iterations
-        ctl_row[...] = la.b.to_device(host) if not la.b.simulator else host
+        ctl_row[...] = la.b.to_device(host)
         self.chunk = 8
         self._graphs = {}
 

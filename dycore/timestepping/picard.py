@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
+from dycore.backend.graphs import IterationGraphs
 from dycore.diagnostics.norms import SCALAR_NAMES
 from dycore.errors import SolverDivergedError
 from dycore.physics.state import TRACERS
@@ -65,11 +67,9 @@ class PicardStepper:
         self.c, self.cfg, self.timers = coeffs, time_cfg, timers
         self.xp, self.vops = backend.xp, backend.ops
         self._pool = {}
-        self._graphs = {}
-        #: capture each Picard iteration as one CUDA graph once the solves allow it (False:
-        #: assembly launched from Python and each solve replayed as its own graph, so that the
-        #: stage timers split a step by stage; a profiling switch, not a config key)
-        self.capture_iterations = True
+        #: each Picard iteration as one captured graph once the solves allow it (``enabled``
+        #: False: launched from Python, so that the stage timers split a step by stage)
+        self.graphs = IterationGraphs(backend, systems, timers)
         #: skip the tracers whose field and sponge/boundary reference are zero everywhere when a
         #: run starts (q_c and q_r of the dry cases): their exact update is zero, so skipping
         #: them gives the same bits (False: solve them anyway; an A/B switch, not a config key)
@@ -90,7 +90,7 @@ class PicardStepper:
         """Tell the stepper that the state's arrays were written outside :meth:`step` (a
         restart, a user's edit): which tracers are inactive is decided anew at the next step."""
         self._inactive = None
-        self._graphs.clear()
+        self.graphs.clear()
 
     def _decide_inactive(self, state) -> frozenset:
         """The tracers that stay exactly zero: field and reference q_ref zero at every node.
@@ -114,7 +114,7 @@ class PicardStepper:
             if inactive:
                 log.debug("tracers zero with a zero reference, not solved: %s",
                           ", ".join(sorted(inactive)))
-        self._graphs.clear()
+        self.graphs.clear()
         self._inactive = inactive
         return inactive
 
@@ -187,7 +187,7 @@ class PicardStepper:
 
         With device solvers, once every solve has run and been verified, each Picard
         iteration is captured into one CUDA graph (assembly, boundary conditions, solves and
-        updates) and replayed in later steps.
+        updates) and replayed in later steps (:class:`IterationGraphs`).
 
         Raises
         ------
@@ -200,7 +200,7 @@ class PicardStepper:
             info.iterations, converged = self.sys.end_step()
             if converged:
                 break
-            self._graphs.clear()          # budgets change: capture the iterations afresh
+            self.graphs.clear()           # budgets change: capture the iterations afresh
             log.info("t = %g s: a solve replayed without a check stopped short of its tolerance;"
                      " repeating the step with every solve checked", state.t)
         if info.nonfinite:
@@ -255,33 +255,13 @@ class PicardStepper:
         self.pressure_projection(u_star, p, u_new, p_new)
         v.max_abs_diff(u_new, u_it, self.scalars, self._CHANGE)
 
-    def _run_iteration(self, state, k):
-        """Iteration k: a graph replay once the solves allow it, else direct launches."""
-        if not (self.sys.graph_ready and self.capture_iterations):
-            self._graphs.clear()
-            self._iteration(state, k)
-            return
-        g = self._graphs.get(k)
-        if g is None:
-            def issue():
-                # the solves launch their kernels inline; no timer events inside a graph
-                self.sys.inline = True
-                try:
-                    with self.timers.paused():
-                        self._iteration(state, k)
-                finally:
-                    self.sys.inline = False
-            g = self._graphs[k] = self.b.capture(issue)
-        with self.timers("Picard iteration (graph replay)"):
-            g.replay()
-
     def _picard(self, state):
         """The Picard loop from ``state`` (left unchanged); returns (StepInfo, new fields)."""
         cfg = self.cfg
         info = StepInfo()
         k_last = cfg.nonlinear_iterations - 1
         for k in range(cfg.nonlinear_iterations):
-            self._run_iteration(state, k)
+            self.graphs.run(k, partial(self._iteration, state, k))
             if k == k_last:
                 break
             change = float(self.b.to_host(self.scalars[self._CHANGE:self._CHANGE + 1])[0])

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from dycore.backend.gpu import GPUBackend
+from dycore.backend.gpu import gpu_backend
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import NPARTS, get_rank_kernels
 from dycore.parallel.device_reduce import DeviceExactReducer
@@ -26,7 +26,7 @@ from dycore.parallel.reduce import exact_parts, parts_to_float
 
 @pytest.fixture(scope="module")
 def backend():
-    return GPUBackend(solver_mode="device")
+    return gpu_backend(solver_mode="device")
 
 
 def _awkward(rng, n):

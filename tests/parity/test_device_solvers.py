@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from dycore.backend.gpu import GPUBackend
+from dycore.backend.gpu import gpu_backend
 from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, grouped_matvec,
                                 smoother_coefficients, vcycle_reference)
@@ -24,7 +24,7 @@ RB = 16
 
 @pytest.fixture(scope="module")
 def la():
-    return DeviceLinalg(GPUBackend(solver_mode="device"), rb=RB)
+    return DeviceLinalg(gpu_backend(solver_mode="device"), rb=RB)
 
 
 def _laplacian(m=7, shift=1e-3):

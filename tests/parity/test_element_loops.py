@@ -59,13 +59,13 @@ def _args(loop, mesh, rng):
 
 @pytest.mark.parametrize("name", sorted(PARITY))
 def test_loop_cpu_equals_gpu_bitwise(name):
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
 
     loop, mesh = ASSEMBLY[name], tiny_mesh(4, 2, 2)
     cpu_args = _args(loop, mesh, np.random.default_rng(5))
     gpu_args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in cpu_args.items()}
     CPUBackend().launch_loop(loop, ELEMENTS, cpu_args)
-    GPUBackend(block=32).launch_loop(loop, ELEMENTS, gpu_args)
+    gpu_backend(block=32).launch_loop(loop, ELEMENTS, gpu_args)
     for o in loop.outputs:
         assert np.all(np.isfinite(cpu_args[o.elements])), o.name
         assert np.abs(cpu_args[o.elements]).max() > 0.0, o.name     # something was written

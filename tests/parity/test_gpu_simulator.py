@@ -17,12 +17,12 @@ from dycore.backend.timers import StageTimers
 
 @pytest.fixture(scope="module")
 def pair():
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     mesh = tiny_mesh(4, 4, 3)
     s = build_sparsity(mesh.tets, mesh.nnodes)
     cpu = CPUBackend().assembler(mesh, s, StageTimers())
-    det = GPUBackend(assembly="deterministic", block=32).assembler(mesh, s, StageTimers())
-    ato = GPUBackend(assembly="atomic", block=32).assembler(mesh, s, StageTimers())
+    det = gpu_backend(assembly="deterministic", block=32).assembler(mesh, s, StageTimers())
+    ato = gpu_backend(assembly="atomic", block=32).assembler(mesh, s, StageTimers())
     rng = np.random.default_rng(7)
     n = mesh.nnodes
     inputs = dict(u_nl=rng.standard_normal((n, 3)), u_old=rng.standard_normal((n, 3)),

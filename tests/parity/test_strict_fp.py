@@ -14,12 +14,12 @@ from dycore.backend.timers import StageTimers
 
 
 def test_strict_backend_bitwise_element_matrices():
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     from dycore.backend.gpu_kernels import get_kernels
 
     mesh = tiny_mesh(4, 2, 2, 300.0)
     s = build_sparsity(mesh.tets, mesh.nnodes)
-    gb = GPUBackend(assembly="deterministic", strict=True, block=32)
+    gb = gpu_backend(assembly="deterministic", strict=True, block=32)
     assert gb.kernels is get_kernels(True) and gb.kernels is not get_kernels(False)
     assert gb.kernels.strict and "strict FP" in gb.describe()
     cpu = CPUBackend().assembler(mesh, s, StageTimers())
@@ -83,7 +83,7 @@ def test_strict_csr_matvec_is_bitwise_scipy():
     FMA); ``matvec`` writes into a given array."""
     import scipy.sparse as sp
 
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     from dycore.backend.gpu_ops import DeviceCSR
 
     rng = np.random.default_rng(3)
@@ -91,7 +91,7 @@ def test_strict_csr_matvec_is_bitwise_scipy():
     a.data = rng.standard_normal(a.nnz) * 10.0 ** rng.integers(-8, 8, a.nnz)
     a.sort_indices()
     x = rng.standard_normal(900)
-    b = GPUBackend(strict=True)
+    b = gpu_backend(strict=True)
     m = b.csr(a.data, a.indices.astype(np.int32), a.indptr.astype(np.int32), a.shape)
     assert isinstance(m, DeviceCSR)
     got = b.to_host(m @ b.to_device(x))

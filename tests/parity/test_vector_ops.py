@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from dycore.backend.cpu import CPUVectorOps
-from dycore.backend.gpu import GPUBackend
+from dycore.backend.gpu import gpu_backend
 
 N = 83
 
 
 @pytest.fixture(scope="module")
 def gpu():
-    return GPUBackend().ops
+    return gpu_backend().ops
 
 
 def _rng(seed):

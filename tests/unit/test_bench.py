@@ -125,12 +125,12 @@ def test_csr_find_equals_lookup(mesh):
 
 @pytest.mark.skipif(not SIM, reason="runs the GPU assembly under the CUDA simulator")
 def test_binary_search_assembly_equals_lookup_assembly(mesh):
-    from dycore.backend.gpu import GPUBackend
+    from dycore.backend.gpu import gpu_backend
     from dycore.backend.timers import StageTimers
 
     sp = build_sparsity(mesh.tets, mesh.nnodes)
     h = tracer_inputs(mesh.nnodes, seed=1)
-    b = GPUBackend(solver_mode="host", assembly="atomic", block=32)
+    b = gpu_backend(solver_mode="host", assembly="atomic", block=32)
     asm = b.assembler(mesh, sp, StageTimers(b.marker))
     ref_v, ref_r = (np.array(a, copy=True) for a in asm.tracer(
         "t", h["u_nl"], h["c_old"], h["src"], h["sigma"], h["c_ref"], h["kdiag"], h["dt_theta"]))
@@ -206,3 +206,30 @@ def test_bench_run_part_splits_whole_runs(tmp_path, monkeypatch):
     assert not list(tmp_path.rglob("*.nc"))
     with pytest.raises(ConfigError, match="unknown part 'runs'"):
         run_bench(None, backend="cpu", parts=["runs"], echo=lambda *a: None)
+
+
+def test_gpu_machine_parts_under_the_simulator(tmp_path):
+    """--parts operators,modes,device: every assembly operator on the CPU and the GPU code path
+    (simulator: bitwise in deterministic mode, no FMA), the bitwise-mode table; the parts that
+    need CuPy say why they are skipped."""
+    from dycore.bench import run_bench
+    from dycore.checks.operators import OPERATOR_LOOPS
+
+    lines = []
+    res = run_bench("configs/mountainwave3d_small.yaml", backend="gpu", repeat=1, steps=1,
+                    mesh=(2, 2, 2), parts=["operators", "modes", "device"], block=32,
+                    echo=lines.append)
+    ops = res["operators"]
+    assert sorted(ops) == sorted(["tracer t", "tracer t (rhs only)", "momentum",
+                                  "divergence C", "stabilisation K_p", "lumped mass"])
+    assert {k.split(" (")[0].replace("tracer t", "tracer") for k in ops} == set(OPERATOR_LOOPS)
+    for label, row in ops.items():
+        assert row["max_rel_diff_deterministic"] == 0.0, label
+        assert row["max_rel_diff_atomic"] <= 1e-12, label
+        assert "cpu_1_core" not in row                       # --paths gpu: no CPU columns
+    assert set(res["modes"]) == {"atomic", "deterministic", "atomic + strict",
+                                 "deterministic + strict"}
+    assert res["modes"]["atomic"]["step"]["n"] == 1
+    assert res["device"] == {"skipped": "device solvers need CuPy (not under the simulator)"}
+    assert any("bench part device: skipped" in line for line in lines)
+    assert "operators" in res["tables"] and "modes" in res["tables"]
