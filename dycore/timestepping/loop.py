@@ -43,7 +43,7 @@ class Step:
         self.problem = None
         self.stop = False
         self._checks, self._before_output = checks, before_output
-        self._fields = None
+        self._fields, self._fetched = None, False
 
     @contextlib.contextmanager
     def output(self, label: str = "output"):
@@ -55,12 +55,12 @@ class Step:
         """The host fields after this step (``sim.output_fields()``, fetched once per step);
         the first call runs the callbacks' ``check_fields`` (which may raise), then their
         ``before_output`` (e.g. the diagnostics written before a snapshot)."""
-        if self._fields is None:
+        if not self._fetched:          # (None on the ranks that write nothing: fetched once too)
             with self.output():
                 fields = self.sim.output_fields()
             for check in self._checks:
                 check(self.sim, self, fields)
-            self._fields = fields
+            self._fields, self._fetched = fields, True
             for hook in self._before_output:
                 hook(self.sim, self)
         return self._fields
