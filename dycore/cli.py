@@ -561,7 +561,7 @@ def _add_validate(subparsers) -> None:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from dycore.validate import validate
+    from dycore.checks.validate import validate
 
     if args.tolerance is not None and not args.tolerance >= 0:
         raise ConfigError(f"--tolerance: expected a number >= 0, got {args.tolerance!r}")
