@@ -280,7 +280,8 @@ class Checkpoints(Callback):
         with step.output("checkpoint"):
             self.submit(write_checkpoint, self.path, sim.mesh, step.t, step.k, fields,
                         config_yaml=sim.config.resolved_yaml(), version=__version__,
-                        output=self.output)
+                        output=self.output,
+                        picard_iterations=sim.config.time.nonlinear_iterations)
 
 
 class Progress(Callback):
