@@ -1,8 +1,11 @@
-"""The Simulation owns the loop: build once (mesh → sparsity → operators), step, diagnose, write.
+"""The Simulation: build once (mesh → sparsity → operators), then step through the one time loop.
 
-Output is a scheduled callback: a snapshot every ``output.output_interval`` seconds (and at t=0 and
-the final time), diagnostics every ``output.diagnostics_every_steps`` steps, each flushed to disk
-as it is written so a killed run keeps every finished record.
+:meth:`Simulation.run` is :func:`dycore.timestepping.loop.run_loop`; output is a scheduled
+callback (:mod:`dycore.timestepping.callbacks`). :func:`run_from_config` (``dycore run``) keeps
+the restart bookkeeping and opens the writer; its callbacks write a snapshot every
+``output.output_interval`` seconds (and at t=0 and the final time), diagnostics every
+``output.diagnostics_every_steps`` steps (written with the next snapshot) and checkpoints, each
+flushed to disk as it is written so a killed run keeps every finished record.
 """
 from __future__ import annotations
 
