@@ -63,7 +63,7 @@ def xdmf_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, P
         raise OutputError(f"{xdmf}: an XDMF export must end in .xdmf (its HDF5 data goes "
                           f"beside it into the folder {xdmf.stem}_xdmf)")
     data = xdmf.with_name(f"{xdmf.stem}_xdmf")
-    from dycore.io.safety import same_file
+    from dycore.io.paths import same_file
 
     if same_file(path, xdmf) or same_file(path, data):     # same file, not only same name
         raise OutputError(f"{path}: the XDMF export would replace the netCDF file itself; "

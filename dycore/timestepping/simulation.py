@@ -25,6 +25,7 @@ from dycore.backend.timers import StageTimers
 from dycore.io.safety import guard_run, lock_taken_over
 from dycore.physics.coefficients import build_coefficients
 from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
+from dycore.timestepping.continuity import RESTART_FREE_KEYS, _result_keys
 from dycore.timestepping.picard import PicardStepper
 
 __all__ = ["Simulation", "RunSummary", "run_from_config", "build_simulation"]
@@ -263,32 +264,6 @@ class Simulation:
 def build_simulation(config, backend=None) -> Simulation:
     """Build a :class:`Simulation` (mesh, backend, operators, initial state) from a Config."""
     return Simulation(config, backend)
-
-
-#: configuration keys that may differ between a restarted run and its restart file (they do not
-#: change the fields): the end time and the output section (path, formats, intervals, progress)
-RESTART_FREE_KEYS = ("time.t_end", "output.*")
-
-
-def _flat(data: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _result_keys(config) -> dict:
-    """Every dotted key of ``config`` that can change the fields, the case's parameters
-    resolved (defaults filled in), i.e. all but :data:`RESTART_FREE_KEYS`."""
-    data = config.model_dump(mode="json")
-    params = config.case.build_parameters()
-    if hasattr(params, "model_dump"):
-        data["case"]["parameters"] = params.model_dump(mode="json")
-    return {key: value for key, value in _flat(data).items()
-            if key != "time.t_end" and not key.startswith("output.")}
 
 
 def _portable_keys(keys: dict) -> dict:
