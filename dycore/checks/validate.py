@@ -217,7 +217,8 @@ def _write_netcdf(path, sim, t, diff, config_yaml):
     from dycore import __version__
     from dycore.io.netcdf import SnapshotWriter
     with SnapshotWriter(path, sim.mesh, config_yaml=config_yaml, version=__version__,
-                        title="dycore validate: GPU - CPU fields") as writer:
+                        title="dycore validate: GPU - CPU fields",
+                        picard_iterations=sim.config.time.nonlinear_iterations) as writer:
         writer.write_snapshot(t, diff)
 
 

@@ -141,18 +141,22 @@ def test_api_writes_the_snapshots_of_dycore_run_bit_for_bit(tmp_path):
         def __call__(self, sim, step):
             every_other.append((step.k, step.t, step.diag["max_abs_w"]))
 
+    writer = dycore.NetCDFWriter(api)                # snapshots and diagnostics: one file
     taken = sim.run(until=30.0, callbacks=[
-        dycore.Snapshots(dycore.NetCDFWriter(api), dycore.TimeInterval(10.0)), Every2(),
-        lambda s, d: seen.append((d["step"], d["max_abs_w"]))])
+        dycore.Diagnostics(writer), dycore.Snapshots(writer, dycore.TimeInterval(10.0)),
+        Every2(), lambda s, d: seen.append((d["step"], d["max_abs_w"]))])
     assert taken == 3
     assert every_other == [(2, 20.0, seen[1][1])]
     with netCDF4.Dataset(cli) as a, netCDF4.Dataset(api) as b:
         np.testing.assert_array_equal(b["time"][:], [0.0, 10.0, 20.0, 30.0])
         for name in ("time", "x", "y", "z", "cell_nodes", "u", "v", "w", "p", "theta_prime",
-                     "q_v", "q_c", "q_r"):
+                     "q_v", "q_c", "q_r", "step", "diag_time", "max_abs_w", "kinetic_energy",
+                     "picard_change", "picard_iterations", "solver_iterations_pressure"):
             x, y = np.asarray(a[name][:]), np.asarray(b[name][:])
             assert x.shape == y.shape and x.tobytes() == y.tobytes(), name
         assert len(b.dimensions["picard"]) == sim.config.time.nonlinear_iterations
+        np.testing.assert_array_equal(b["step"][:], [1, 2, 3])
+        assert [float(v) for v in b["max_abs_w"][:]] == [w for _, w in seen]
     ds = sim.to_xarray()
     assert ds.attrs["t"] == 30.0 and ds.sizes["nodes"] == 100
     with netCDF4.Dataset(api) as b:
