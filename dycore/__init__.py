@@ -3,7 +3,10 @@
 Data flow (and folder order): mesh -> fem -> assembly -> solvers -> physics/timestepping -> io -> cli.
 
 Python API (README.md, "Python API"): ``dycore.load_config``, ``dycore.Simulation`` (with
-``Simulation.run``), ``dycore.open_output`` (an xarray Dataset), imported on first use.
+``Simulation.run``, its callbacks ``Snapshots``, ``Diagnostics``, ``Checkpoints``, ``Progress``,
+``StabilityCheck``, ``Callback``, the writer ``NetCDFWriter`` and the schedules
+``IterationInterval``, ``TimeInterval``, ``AtEnd``), ``dycore.open_output`` (an xarray Dataset),
+imported on first use.
 """
 from importlib.metadata import PackageNotFoundError, version as _version
 
@@ -18,6 +21,10 @@ _LAZY = {
     "open_output": "dycore.api",
     "Simulation": "dycore.timestepping.simulation",
     "run_from_config": "dycore.timestepping.simulation",
+    **dict.fromkeys(("Callback", "Snapshots", "Diagnostics", "Checkpoints", "Progress",
+                     "StabilityCheck", "NetCDFWriter"), "dycore.timestepping.callbacks"),
+    **dict.fromkeys(("IterationInterval", "TimeInterval", "AtEnd"),
+                    "dycore.timestepping.schedules"),
 }
 
 __all__ = ["__version__", *_LAZY]

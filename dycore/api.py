@@ -10,8 +10,11 @@ no CUDA, no netCDF) until one of them is used::
     sim.run(steps=3, callbacks=[lambda sim, diag: print(sim.state.t, diag["max_abs_w"])])
     ds = dycore.open_output("output/mountainwave3d_small.nc")     # an xarray.Dataset
 
-:meth:`Simulation.run <dycore.timestepping.simulation.Simulation.run>` writes no file; output
-stays the job of ``dycore run`` (:func:`dycore.timestepping.simulation.run_from_config`).
+:meth:`Simulation.run <dycore.timestepping.simulation.Simulation.run>` is the one time loop
+(:mod:`dycore.timestepping.loop`); it writes files through callbacks with schedules, e.g.
+``sim.run(until=7200, callbacks=[dycore.Snapshots(dycore.NetCDFWriter(path),
+dycore.TimeInterval(300))])`` (:mod:`dycore.timestepping.callbacks`), as ``dycore run``
+(:func:`dycore.timestepping.simulation.run_from_config`) does.
 """
 from __future__ import annotations
 

@@ -349,15 +349,9 @@ def _run(args: argparse.Namespace) -> int:
               "time")
         print(f"output: {summary.output_path}")
         if xdmf:
-            _print_xdmf(summary.output_path)
+            from dycore.io.xdmf import xdmf_summary
+            print(xdmf_summary(summary.output_path))
         return EXIT_OK
-
-
-def _print_xdmf(path: Path, out: Path | None = None) -> None:
-    from dycore.io.xdmf import xdmf_paths
-
-    xdmf, data = xdmf_paths(path, out)
-    print(f"xdmf: {xdmf} (+ {data.name}/)")
 
 
 # ---------------------------------------------------------------------------------- plot
@@ -442,10 +436,10 @@ def _add_export(subparsers) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from dycore.io.xdmf import export_xdmf
+    from dycore.io.xdmf import export_xdmf, xdmf_summary
 
     export_xdmf(args.file, args.out, overwrite=args.overwrite)
-    _print_xdmf(args.file, args.out)
+    print(xdmf_summary(args.file, args.out))
     return EXIT_OK
 
 
@@ -575,7 +569,7 @@ def _add_validate(subparsers) -> None:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from dycore.validate import validate
+    from dycore.checks.validate import validate
 
     if args.tolerance is not None and not args.tolerance >= 0:
         raise ConfigError(f"--tolerance: expected a number >= 0, got {args.tolerance!r}")

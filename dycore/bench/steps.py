@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 from dycore.bench.timing import stats
+from dycore.timestepping.callbacks import Callback
 
 __all__ = ["numba_threads", "step_variants", "run_variant", "time_steps", "device_used_bytes"]
 
@@ -83,25 +84,37 @@ def _free_device() -> None:
         cupy.get_default_memory_pool().free_all_blocks()
 
 
+class _StepTimes(Callback):
+    """Wall time [ms] of each step (the loop's clock around ``sim.step()`` alone, which ends
+    with a device→host read) and what the backend's ``counters`` counted during it."""
+
+    def __init__(self, counters):
+        self.counters, self.times, self.counts = counters, [], []
+
+    def initialize(self, sim, step):
+        self._last = step.split.steps_s
+        self._c0 = self.counters.snapshot()
+
+    def __call__(self, sim, step):
+        c1 = self.counters.snapshot()        # first: nothing counted after the step's end
+        self.times.append((step.split.steps_s - self._last) * 1e3)
+        self._last = step.split.steps_s
+        self.counts.append({k: c1[k] - self._c0[k] for k in self._c0})
+        self._c0 = self.counters.snapshot()
+
+
 def time_steps(sim, steps: int) -> tuple[list, list, dict]:
-    """Take ``steps`` steps of ``sim``, each timed by the host clock around ``sim.step()``
-    (which ends with a device→host read) and counted by the backend.
+    """Take ``steps`` steps of ``sim`` through its run loop, each timed by the loop's clock
+    around ``sim.step()`` (which ends with a device→host read) and counted by the backend.
 
     Returns
     -------
     (times [ms] per step, what the backend counted per step (dict of counter deltas: launches,
     graph_replays, graph_kernels, syncs, allocations), the last step's diagnostics)
     """
-    times, counts, diag = [], [], {}
-    counters = sim.backend.counters
-    for _ in range(steps):
-        c0 = counters.snapshot()
-        t0 = time.perf_counter()
-        diag = sim.step()
-        times.append((time.perf_counter() - t0) * 1e3)
-        c1 = counters.snapshot()
-        counts.append({k: c1[k] - c0[k] for k in c0})
-    return times, counts, diag
+    timing = _StepTimes(sim.backend.counters)
+    sim.run(steps=steps, callbacks=[timing], stability=False)   # the one time loop
+    return timing.times, timing.counts, (sim.last_diagnostics if steps else {})
 
 
 def run_variant(make_config, label: str, backend: dict, threads: int, steps: int) -> dict:

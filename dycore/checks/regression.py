@@ -35,11 +35,13 @@ def run_case(config_path=REFERENCE_CONFIG, steps: int = REFERENCE_STEPS):
     cfg = load_config(config_path, {"backend": {"name": "cpu"}, "output": {"progress": False}})
     sim = build_simulation(cfg)
     totals = dict.fromkeys(ITERATION_KEYS, 0)
-    diag = {}
-    for _ in range(steps):
-        diag = sim.step()
+
+    def count(sim, diag):
         for k in ITERATION_KEYS:
             totals[k] += int(diag.get(k, 0))
+
+    sim.run(steps=steps, callbacks=[count], stability=False)
+    diag = sim.last_diagnostics
     fields = sim.host_fields()
     ml = np.asarray(sim.backend.to_host(sim.ops.ml), dtype=np.float64)
     q = field_quantities(fields, ml)

@@ -132,16 +132,8 @@ def portable_text(text: str, cwd: Path | None = None) -> str:
     return _ABSOLUTE_PATH.sub(lambda m: _portable_path(m.group(0), cwd), text)
 
 
-def _nonlinear_iterations(config_yaml: str) -> int:
-    """``time.nonlinear_iterations`` of a resolved configuration text, else its default."""
-    import yaml
-
-    try:
-        value = (yaml.safe_load(config_yaml) or {}).get("time", {}).get("nonlinear_iterations")
-    except (yaml.YAMLError, AttributeError):
-        value = None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
+def _default_picard_iterations() -> int:
+    """The configuration's default ``time.nonlinear_iterations`` (a writer not told its own)."""
     from dycore.config import TimeConfig
 
     return int(TimeConfig.model_fields["nonlinear_iterations"].default)
@@ -259,8 +251,9 @@ class SnapshotWriter:
     title : str
         Global attribute ``title``.
     picard_iterations : int, optional
-        Length of the fixed ``picard`` dimension: the most Picard iterations of a step (default:
-        ``time.nonlinear_iterations`` of ``config_yaml``, else the configuration default).
+        Length of the fixed ``picard`` dimension: the most Picard iterations of a step, i.e. the
+        run's ``time.nonlinear_iterations`` (its callers pass it; default: the configuration's
+        default value).
     compression_level : int
         zlib level 0-9 of every variable (0: uncompressed); default :data:`COMPRESSION_LEVEL`.
     shuffle : bool
@@ -288,7 +281,7 @@ class SnapshotWriter:
             raise OutputError(f"{self.path}: compression_level must be an integer from 0 to 9, "
                               f"got {compression_level!r}")
         if picard_iterations is None:
-            picard_iterations = _nonlinear_iterations(config_yaml)
+            picard_iterations = _default_picard_iterations()
         if not (isinstance(picard_iterations, (int, np.integer)) and picard_iterations >= 1):
             raise OutputError(f"{self.path}: picard_iterations must be a positive integer, got "
                               f"{picard_iterations!r}")

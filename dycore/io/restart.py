@@ -390,13 +390,14 @@ def _copy_group(src, dst, keep: Mapping[str, int]) -> None:
 
 def write_checkpoint(path: str | Path, mesh: Any, t: float, step: int,
                      fields: Mapping[str, np.ndarray], *, config_yaml: str, version: str,
-                     output: str | Path) -> Path:
+                     output: str | Path, picard_iterations: int | None = None) -> Path:
     """Replace the checkpoint ``path`` atomically by the state at model time ``t`` [s] after
     step ``step``.
 
     The file is a :class:`SnapshotWriter` file with one snapshot (mesh, ``fields``: every name
     of :data:`FIELDS`, (nnodes,) float64 host arrays, ``config`` attribute) and the global
-    attribute ``checkpoint_of`` = ``output``'s file name. It is written to ``path`` + ``.tmp``,
+    attribute ``checkpoint_of`` = ``output``'s file name; its ``picard`` dimension has
+    ``picard_iterations`` (the run's ``time.nonlinear_iterations``). It is written to ``path`` + ``.tmp``,
     closed, fsync'ed, renamed over ``path`` (``os.replace``, atomic on POSIX) and the folder
     fsync'ed: a process killed at any moment leaves either the previous checkpoint or this one.
 
@@ -415,7 +416,8 @@ def write_checkpoint(path: str | Path, mesh: Any, t: float, step: int,
     if missing:
         raise OutputError(f"{path}: a checkpoint needs every field; missing {', '.join(missing)}")
     with SnapshotWriter(tmp, mesh, config_yaml=config_yaml, version=version,
-                        title="dycore checkpoint") as writer:
+                        title="dycore checkpoint",
+                        picard_iterations=picard_iterations) as writer:
         try:
             writer._dataset().setncattr("checkpoint_of", Path(output).name)
         except (OSError, RuntimeError) as exc:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from dycore.errors import OutputError
+from dycore.io.paths import same_file
 
 __all__ = ["LOCK_SUFFIX", "lock_path", "OutputLock", "output_lock", "lock_owner",
            "check_outputs_not_inputs", "check_not_being_written", "same_file",
@@ -254,17 +255,6 @@ def check_not_being_written(path: str | Path, what: str) -> None:
         raise OutputError(text.replace("wait for it to end, or choose another --output / "
                                        "output.path", "restart from it when that run has "
                                        "ended")) from None
-
-
-def same_file(a: str | Path, b: str | Path) -> bool:
-    """True when ``a`` and ``b`` are one file: the same resolved path, or (both existing) the
-    same device and inode (hard links)."""
-    try:
-        if os.path.realpath(a) == os.path.realpath(b):
-            return True
-        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def check_outputs_not_inputs(outputs: Mapping[str, str | Path | None],

@@ -34,7 +34,7 @@ import numpy as np
 from dycore.dtypes import REAL
 from dycore.errors import MeshError, OutputError
 
-__all__ = ["XdmfWriter", "export_xdmf", "xdmf_paths", "boundary_tags", "VECTOR_NAME",
+__all__ = ["XdmfWriter", "export_xdmf", "xdmf_paths", "xdmf_summary", "boundary_tags", "VECTOR_NAME",
            "SCALARS", "FACE_TAG_NAMES"]
 
 #: the velocity vector (u, v, w) as one array
@@ -63,12 +63,19 @@ def xdmf_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, P
         raise OutputError(f"{xdmf}: an XDMF export must end in .xdmf (its HDF5 data goes "
                           f"beside it into the folder {xdmf.stem}_xdmf)")
     data = xdmf.with_name(f"{xdmf.stem}_xdmf")
-    from dycore.io.safety import same_file
+    from dycore.io.paths import same_file
 
     if same_file(path, xdmf) or same_file(path, data):     # same file, not only same name
         raise OutputError(f"{path}: the XDMF export would replace the netCDF file itself; "
                           "give another --out")
     return xdmf, data
+
+
+def xdmf_summary(path: str | Path, out: str | Path | None = None) -> str:
+    """The line ``dycore run`` and ``dycore export`` print for the XDMF series of ``path``:
+    ``xdmf: FILE.xdmf (+ FILE_xdmf/)`` (the paths of :func:`xdmf_paths`; its errors)."""
+    xdmf, data = xdmf_paths(path, out)
+    return f"xdmf: {xdmf} (+ {data.name}/)"
 
 
 def boundary_tags(coords: np.ndarray, tets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -87,6 +87,6 @@ def _run(args, config, comm) -> int:
           f"on {comm.size} MPI ranks")
     print(f"output: {summary.output_path}")
     if "xdmf" in config.output.formats:          # written with each snapshot on rank 0
-        from dycore.cli import _print_xdmf
-        _print_xdmf(summary.output_path)
+        from dycore.io.xdmf import xdmf_summary
+        print(xdmf_summary(summary.output_path))
     return EXIT_OK

@@ -29,6 +29,32 @@ __all__ = ["launched_ranks", "run_distributed"]
 log = logging.getLogger("dycore")
 
 
+class NoWriter:
+    """The writer of the ranks that write nothing: every method is a no-op (with
+    :func:`root_only` nothing calls them; :class:`~dycore.timestepping.callbacks.Snapshots`
+    and the others only name them)."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None
+
+    def close(self) -> None:
+        return None
+
+
+def root_only(comm):
+    """``submit(fn, *args, **kwargs)`` for the run's callbacks: ``fn`` runs on rank 0 only,
+    where an exception (a write that fails there alone) aborts every rank
+    (:func:`~dycore.parallel.mpi.abort_on_error`)."""
+    from dycore.parallel.mpi import abort_on_error
+
+    def submit(fn, *args, **kwargs):
+        if comm.rank == 0:
+            with abort_on_error(comm):
+                return fn(*args, **kwargs)
+        return None
+    return submit
+
+
 def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = False,
                     progress: bool | None = None, reduction: str = "exact", comm=None,
                     restart=None, restart_at: float | None = None):
@@ -52,14 +78,15 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     DycoreError subclasses, alike on every rank (see the module docstring).
     """
     from dycore import __version__
-    from dycore.errors import InstabilityError
     from dycore.io.followers import attach_followers
     from dycore.io.netcdf import SnapshotWriter
-    from dycore.io.restart import checkpoint_path, write_checkpoint
+    from dycore.io.restart import checkpoint_path
     from dycore.parallel.mpi import abort_on_error, world
     from dycore.parallel.simulation import DistributedSimulation
-    from dycore.preflight import StabilityWatch, check_before_build, inflow_speed
-    from dycore.timestepping.progress import Progress
+    from dycore.preflight import check_before_build
+    from dycore.timestepping.callbacks import (Checkpoints, Diagnostics, Progress,
+                                               Snapshots, StabilityCheck)
+    from dycore.timestepping.schedules import AtEnd, IterationInterval, snapshot_every
     from dycore.timestepping.simulation import RunSummary
 
     comm = comm if comm is not None else world()
@@ -93,12 +120,9 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
         if root:
             log.info("restart from %s at t = %g s (step %d); writing %s", point.path, point.t,
                      k0, path)
+    t_start = sim.state.t
     tc, oc = config.time, config.output
     n_steps = tc.n_steps if max_steps is None else min(tc.n_steps, k0 + max_steps)
-    every = max(1, int(round(oc.output_interval / tc.dt)))
-    ck_every = config.checkpoint_steps
-    watch = StabilityWatch(config.stability.max_speed_factor, inflow_speed(
-        config.case.build_parameters()))
     if root:
         log.info("backend: cpu, %d MPI ranks (%s reduction); halo of rank 0: %d values",
                  comm.size, reduction, sim.halo_values_per_exchange)
@@ -109,55 +133,44 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
                      "/".join(gm))
     from dycore.parallel.halo import HaloExchange
     before = dict(HaloExchange.totals)
-    writer = None
+    writer = NoWriter()
     with abort_on_error(comm):
         if root:
             writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
-                                    version=__version__, title=f"dycore {config.case.name}")
+                                    version=__version__, title=f"dycore {config.case.name}",
+                                    picard_iterations=tc.nonlinear_iterations)
             writer = attach_followers(writer, config, sim.mesh)   # sections, XDMF series
-        fields = sim.gather_fields()
-        if root:
-            writer.write_snapshot(sim.state.t, fields, step=k0)
-    bar = Progress(n_steps - k0, config.case.name,
-                   (oc.progress if progress is None else progress) and root)
-    diag, k, table = {}, k0, ""
-    last_snapshot = sim.state.t
+    submit = root_only(comm)           # collective gathers run on every rank, writes on rank 0
+    snapshots = Snapshots(writer, IterationInterval(snapshot_every(oc.output_interval, tc.dt))
+                          | AtEnd(), submit=submit)
+
+    def unstable(step, problem: str) -> str:
+        return (f"unstable run at step {step.k} (t = {step.t:g} s): {problem}; stopped. {path} "
+                f"keeps the snapshots up to t = {snapshots.last_t:g} s")
+
+    callbacks = [StabilityCheck(describe=unstable),
+                 Diagnostics(writer, IterationInterval(oc.diagnostics_every_steps) | AtEnd(),
+                             buffered=False, submit=submit),
+                 snapshots]
+    if config.checkpoint_steps > 0:
+        callbacks.append(Checkpoints(checkpoint_path(path),
+                                     IterationInterval(config.checkpoint_steps), output=path,
+                                     submit=submit))
+    callbacks.append(Progress((oc.progress if progress is None else progress) and root))
+    table = ""
     try:
-        for k in range(k0 + 1, n_steps + 1):
-            diag = sim.step()                              # collective; diag alike on all ranks
-            problem = watch.step_problem(diag)
-            if root and (problem or k % oc.diagnostics_every == 0 or k == n_steps):
-                with abort_on_error(comm), sim.timers("output"):
-                    writer.write_diagnostics(k, sim.state.t, diag)
-            snapshot = k % every == 0 or k == n_steps
-            checkpoint = ck_every > 0 and k % ck_every == 0
-            if not problem and (snapshot or checkpoint):
-                fields = sim.gather_fields()
-                problem = comm.bcast(watch.fields_problem(fields) if root else None, root=0)
-            if problem:
-                raise InstabilityError(
-                    f"unstable run at step {k} (t = {sim.state.t:g} s): {problem}; stopped. "
-                    f"{path} keeps the snapshots up to t = {last_snapshot:g} s")
-            if root and snapshot:
-                with abort_on_error(comm), sim.timers("output"):
-                    writer.write_snapshot(sim.state.t, fields, step=k)
-            if snapshot:
-                last_snapshot = sim.state.t
-            if root and checkpoint:
-                with abort_on_error(comm), sim.timers("checkpoint"):
-                    write_checkpoint(checkpoint_path(path), sim.mesh, sim.state.t, k, fields,
-                                     config_yaml=config.resolved_yaml(), version=__version__,
-                                     output=path)
-            bar.update(sim.state.t, diag["max_abs_w"])
+        sim.run(steps=n_steps - k0, callbacks=callbacks)
     finally:
-        bar.close()
-        if writer is not None:
+        if root and writer is not None:
             with contextlib.suppress(Exception):
+                k = k0 + int(round((sim.state.t - t_start) / tc.dt))
                 table = sim.timers.table(
                     f"stage timers of rank 0 (cpu, {comm.size} MPI ranks, {sim.mesh.nele} "
                     f"tetrahedra, {sim.mesh.nnodes} nodes, {k - k0} steps)")
                 writer.write_timers(sim.timers.as_dict(), table)
             writer.close()
+    diag = sim.last_diagnostics
+    k = k0 + int(round((sim.state.t - t_start) / tc.dt))
     halo = {key: HaloExchange.totals[key] - before[key] for key in before}
     halo = comm.gather(halo, root=0)
     if not root:

@@ -46,6 +46,7 @@ from dycore.parallel.rank_ops import OwnedRowsOperator, RankBackend, owned_rows
 from dycore.parallel.reduce import Reducer
 from dycore.parallel.systems import DistributedSystems
 from dycore.physics.state import TRACERS, State
+from dycore.timestepping.simulation import Simulation
 
 __all__ = ["DistributedSimulation"]
 
@@ -166,6 +167,7 @@ class DistributedSimulation:
                                      self.coeffs, config.time, self.timers)
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = n1
+        self.last_diagnostics = {}        # of the last step taken
 
     @staticmethod
     def _scatter_setup(config, comm, backend):
@@ -253,7 +255,21 @@ class DistributedSimulation:
         """One time step on every rank (collective); returns its diagnostics (same on all)."""
         with self.timers("step (total)"):
             info = self.stepper.step(self.state)
-        return step_diagnostics(info)
+        self.last_diagnostics = step_diagnostics(info)
+        return self.last_diagnostics
+
+    #: the one time loop, as :meth:`Simulation.run
+    #: <dycore.timestepping.simulation.Simulation.run>` (every rank runs it; the callbacks'
+    #: writes go to rank 0 only: :func:`dycore.parallel.run.root_only`)
+    run = Simulation.run
+
+    def output_fields(self) -> dict | None:
+        """The GLOBAL host fields on rank 0, None elsewhere (collective: :meth:`gather_fields`)."""
+        return self.gather_fields()
+
+    def agree(self, value):
+        """Rank 0's ``value`` on every rank (collective broadcast)."""
+        return self.comm.bcast(value, root=0)
 
     def gather_fields(self) -> dict | None:
         """{name: (nnodes,) array} of every output field on rank 0 (None on the others): one

@@ -9,7 +9,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["check_append_target"]
+__all__ = ["check_append_target", "RESTART_FREE_KEYS"]
+
+#: configuration keys that may differ between a restarted run and its restart file (they do not
+#: change the fields): the end time and the output section (path, formats, intervals, progress)
+RESTART_FREE_KEYS = ("time.t_end", "output.*")
+
+
+def _flat(data: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _result_keys(config) -> dict:
+    """Every dotted key of ``config`` that can change the fields, the case's parameters
+    resolved (defaults filled in), i.e. all but :data:`RESTART_FREE_KEYS`."""
+    data = config.model_dump(mode="json")
+    params = config.case.build_parameters()
+    if hasattr(params, "model_dump"):
+        data["case"]["parameters"] = params.model_dump(mode="json")
+    return {key: value for key, value in _flat(data).items()
+            if key != "time.t_end" and not key.startswith("output.")}
 
 
 def _file_facts(path: Path, step: int, dt: float):
@@ -62,7 +87,6 @@ def check_append_target(config, path: str | Path, point, *, overwrite: bool) -> 
 
     from dycore.config import Config
     from dycore.errors import ConfigError, OutputError
-    from dycore.timestepping.simulation import _result_keys
 
     path = Path(path)
     dt = config.time.dt

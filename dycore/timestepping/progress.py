@@ -1,4 +1,5 @@
-"""Run progress: a tqdm bar on a terminal, plain log lines anywhere else.
+"""Run progress: a tqdm bar on a terminal or in Jupyter (``tqdm.auto``), plain log lines
+anywhere else.
 
 A bar redrawn with carriage returns is unreadable in a log file, a CI log or a pipe, so when
 the bar's stream (stderr) is not a terminal the run logs one line at about every tenth of the
@@ -17,6 +18,14 @@ log = logging.getLogger("dycore")
 
 #: log lines over a run when the stream is not a terminal (plus the last step)
 LINES = 10
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (IPython's ZMQ shell), where ``tqdm.auto`` shows a widget
+    although stderr is not a terminal."""
+    ipython = sys.modules.get("IPython")
+    shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
 
 
 class Progress:
@@ -38,13 +47,13 @@ class Progress:
         self.total, self.done = int(total), 0
         self.stream = sys.stderr if stream is None else stream
         isatty = getattr(self.stream, "isatty", None)
-        self.tty = bool(enabled and callable(isatty) and isatty())
+        self.tty = bool(enabled and ((callable(isatty) and isatty()) or in_notebook()))
         self.lines = bool(enabled and not self.tty)
         self.every = max(1, round(self.total / LINES))
         self.start = time.perf_counter()
         self.bar = None
         if self.tty:
-            from tqdm import tqdm
+            from tqdm.auto import tqdm      # a widget in Jupyter, the text bar elsewhere
 
             self.bar = tqdm(total=self.total, unit="step", desc=desc, file=self.stream)
 

@@ -1,8 +1,11 @@
-"""The Simulation owns the loop: build once (mesh → sparsity → operators), step, diagnose, write.
+"""The Simulation: build once (mesh → sparsity → operators), then step through the one time loop.
 
-Output is a scheduled callback: a snapshot every ``output.output_interval`` seconds (and at t=0 and
-the final time), diagnostics every ``output.diagnostics_every_steps`` steps, each flushed to disk
-as it is written so a killed run keeps every finished record.
+:meth:`Simulation.run` is :func:`dycore.timestepping.loop.run_loop`; output is a scheduled
+callback (:mod:`dycore.timestepping.callbacks`). :func:`run_from_config` (``dycore run``) keeps
+the restart bookkeeping and opens the writer; its callbacks write a snapshot every
+``output.output_interval`` seconds (and at t=0 and the final time), diagnostics every
+``output.diagnostics_every_steps`` steps (written with the next snapshot) and checkpoints, each
+flushed to disk as it is written so a killed run keeps every finished record.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from dycore.backend.timers import StageTimers
 from dycore.io.safety import guard_run, lock_taken_over
 from dycore.physics.coefficients import build_coefficients
 from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
+from dycore.timestepping.continuity import RESTART_FREE_KEYS, _result_keys
 from dycore.timestepping.picard import PicardStepper
 
 __all__ = ["Simulation", "RunSummary", "run_from_config", "build_simulation"]
@@ -56,7 +60,7 @@ class Simulation:
         and stored (:mod:`dycore.io.setup_cache`)
 
     Attributes: config, case, params, mesh, backend, timers, setup_cache, sparsity, assembler,
-    ops, coeffs, systems, stepper, state.
+    ops, coeffs, systems, stepper, state, last_diagnostics (of the last step; {} before one).
     """
 
     def __init__(self, config, backend=None, setup_cache=None):
@@ -97,6 +101,7 @@ class Simulation:
         self.state = State(u=dev(np.asarray(init["u"], float)), p=dev(np.asarray(init["p"], float)),
                            theta_prime=dev(np.asarray(init["theta_prime"], float)),
                            q={k: dev(np.asarray(init[k], float)) for k in TRACERS})
+        self.last_diagnostics = {}        # of the last step taken
 
     def _setup_cache(self, choice):
         """The SetupCache of this mesh and configuration (see :class:`Simulation`)."""
@@ -149,24 +154,29 @@ class Simulation:
         """One time step; returns its diagnostics."""
         with self.timers("step (total)"):
             info = self.stepper.step(self.state)   # ends with a device→host read of its scalars
-        diag = step_diagnostics(info)
+        diag = self.last_diagnostics = step_diagnostics(info)
         log.debug("step to t = %g s: %d Picard iteration(s), solver iterations %s",
                   self.state.t, diag["picard_iterations"], info.iterations)
         return diag
 
     def run(self, until: float | None = None, *, steps: int | None = None,
-            callbacks=()) -> int:
-        """Step the state in memory (no output file: that is :func:`run_from_config`'s job).
+            callbacks=(), stability: bool = True) -> int:
+        """Step the state: the one time loop (:func:`dycore.timestepping.loop.run_loop`), with
+        output, progress and anything else as callbacks (:mod:`dycore.timestepping.callbacks`).
 
         Parameters
         ----------
         until : model time [s] to reach: ``ceil((until - state.t) / time.dt)`` steps (none when
             ``until <= state.t``). Default, with ``steps`` also None: ``time.t_end``.
         steps : number of steps instead of ``until`` (give one of the two)
-        callbacks : callables ``fn(sim, diag)`` called after every step with this Simulation and
-            the step's diagnostics (``max_abs_w`` [m/s], ... as in the output file, plus ``step``,
-            the step number since t = 0, and ``t`` [s]); one returning True stops the run after
-            that step.
+        callbacks : :class:`~dycore.timestepping.callbacks.Callback` objects with their
+            schedules (``Snapshots(NetCDFWriter(path), TimeInterval(300))``, ``Progress()``,
+            ...), or callables ``fn(sim, diag)`` called after every step with this Simulation
+            and a copy of the step's diagnostics (``max_abs_w`` [m/s], ... as in the output
+            file, plus ``step``, the step number since t = 0, and ``t`` [s]); one returning
+            True stops the run after that step.
+        stability : check every step (a :class:`~dycore.timestepping.callbacks.StabilityCheck`
+            ahead of the callbacks, unless they hold one); False: no check
 
         Returns
         -------
@@ -176,12 +186,13 @@ class Simulation:
         ------
         ValueError for both or negative ``until``/``steps``; InstabilityError when a step's
         diagnostics are non-finite or max|w| exceeds ``stability.max_speed_factor`` x the inflow
-        speed (as ``dycore run``); the stepper's own errors (SolverDivergedError, ...).
+        speed (as ``dycore run``); the stepper's own errors (SolverDivergedError, ...); a
+        callback's errors (OutputError of a writer, ...).
         """
         import math
 
-        from dycore.errors import InstabilityError
-        from dycore.preflight import StabilityWatch, inflow_speed
+        from dycore.timestepping.callbacks import StabilityCheck
+        from dycore.timestepping.loop import run_loop
 
         dt = self.config.time.dt
         if until is not None and steps is not None:
@@ -191,17 +202,42 @@ class Simulation:
             steps = max(0, math.ceil((target - self.state.t) / dt - 1e-9))
         elif steps < 0:
             raise ValueError(f"Simulation.run: steps must be >= 0 (got {steps})")
-        watch = StabilityWatch(self.config.stability.max_speed_factor, inflow_speed(self.params))
-        for taken in range(1, int(steps) + 1):
-            diag = self.step()
-            problem = watch.step_problem(diag)
-            if problem:
-                raise InstabilityError(f"unstable run at t = {self.state.t:g} s: {problem}")
-            diag["step"] = int(round(self.state.t / dt))
-            diag["t"] = self.state.t
-            if any([bool(fn(self, diag)) for fn in callbacks]):
-                return taken
-        return int(steps)
+        callbacks = list(callbacks)
+        if stability and not any(isinstance(cb, StabilityCheck) for cb in callbacks):
+            callbacks.insert(0, StabilityCheck())
+        return run_loop(self, int(steps), callbacks)
+
+    def output_fields(self) -> dict:
+        """Host copies of the output fields that a writer (thread) may keep:
+        ``{name: (nnodes,) float64}`` for every name of ``OUTPUT_FIELDS``."""
+        return _owned(self.host_fields())
+
+    @staticmethod
+    def agree(value):
+        """The value every rank acts on: itself (one process; see the distributed run)."""
+        return value
+
+    def to_xarray(self):
+        """The current state as an ``xarray.Dataset``: the output fields on the ``nodes``
+        dimension (float64, units as in the output file), node coordinates ``x``, ``y``, ``z``
+        [m], the connectivity ``cell_nodes`` (cells, 4) and the model time in ``attrs["t"]``
+        [s].
+
+        Raises
+        ------
+        ImportError when xarray is not installed.
+        """
+        import xarray as xr
+
+        fields = self.host_fields()
+        xyz = np.asarray(self.mesh.coords, dtype=float)
+        data = {name: ("nodes", np.array(fields[name], dtype=float, copy=True))
+                for name in OUTPUT_FIELDS}
+        data["cell_nodes"] = (("cells", "four"), np.asarray(self.mesh.tets))
+        return xr.Dataset(data, coords={"x": ("nodes", xyz[:, 0].copy()),
+                                        "y": ("nodes", xyz[:, 1].copy()),
+                                        "z": ("nodes", xyz[:, 2].copy())},
+                          attrs={"t": float(self.state.t), "case": self.config.case.name})
 
     def host_fields(self) -> dict:
         return self.state.host_fields(self.backend.to_host)
@@ -229,32 +265,6 @@ class Simulation:
 def build_simulation(config, backend=None) -> Simulation:
     """Build a :class:`Simulation` (mesh, backend, operators, initial state) from a Config."""
     return Simulation(config, backend)
-
-
-#: configuration keys that may differ between a restarted run and its restart file (they do not
-#: change the fields): the end time and the output section (path, formats, intervals, progress)
-RESTART_FREE_KEYS = ("time.t_end", "output.*")
-
-
-def _flat(data: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _result_keys(config) -> dict:
-    """Every dotted key of ``config`` that can change the fields, the case's parameters
-    resolved (defaults filled in), i.e. all but :data:`RESTART_FREE_KEYS`."""
-    data = config.model_dump(mode="json")
-    params = config.case.build_parameters()
-    if hasattr(params, "model_dump"):
-        data["case"]["parameters"] = params.model_dump(mode="json")
-    return {key: value for key, value in _flat(data).items()
-            if key != "time.t_end" and not key.startswith("output.")}
 
 
 def _portable_keys(keys: dict) -> dict:
@@ -372,18 +382,20 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
     InstabilityError, ...); OutputError also when another process holds the output's lock or
     an output is one of the run's inputs (:func:`dycore.io.safety.guard_run`).
     """
-    from dycore.errors import InstabilityError
-    from dycore.io.background import BackgroundWriter, DiagnosticsBuffer
+    from dycore.io.background import BackgroundWriter
     from dycore.io.netcdf import SnapshotWriter
     from dycore.io.followers import attach_followers
+    from dycore.timestepping.callbacks import (Checkpoints, Diagnostics, Progress,
+                                               Snapshots, StabilityCheck)
+    from dycore.timestepping.loop import run_loop
     from dycore.timestepping.run_split import RunSplit
-    from dycore.preflight import (StabilityWatch, check_before_build, courant_number,
-                                  inflow_speed, notice_backend_fallback)
-    from dycore.timestepping.progress import Progress
+    from dycore.timestepping.schedules import AtEnd, IterationInterval, snapshot_every
+    from dycore.preflight import (check_before_build, courant_number, inflow_speed,
+                                  notice_backend_fallback)
 
     from dycore.errors import ConfigError, OutputError
     from dycore.io.restart import (checkpoint_path, find_restart, rewrite_output,
-                                   snapshots_upto, write_checkpoint)
+                                   snapshots_upto)
 
     wall0 = time.perf_counter()
     path = Path(config.output_path)
@@ -441,22 +453,11 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         log.warning("warning: advective Courant number u0 * time.dt / dx = %.3g m/s * %g s / "
                     "%.4g m = %.2f > 1; the run may become unstable (reduce time.dt)",
                     u_ref, tc.dt, u_ref * tc.dt / courant, courant)
-    watch = StabilityWatch(config.stability.max_speed_factor, u_ref)
     n_steps = tc.n_steps
     if max_steps is not None:
         n_steps = min(n_steps, k0 + max_steps)
-    every = max(1, int(round(oc.output_interval / tc.dt)))
-    ck_every, ck_path = config.checkpoint_steps, checkpoint_path(path)
+    every = snapshot_every(oc.output_interval, tc.dt)
     show = oc.progress if progress is None else progress
-    diag = {}
-    last_snapshot = sim.state.t
-
-    def unstable(k: int, problem: str) -> InstabilityError:
-        hint = "try a smaller time.dt; " if courant > 1.0 else ""
-        return InstabilityError(
-            f"unstable run at step {k} (t = {sim.state.t:g} s): {problem}; stopped. {path} "
-            f"keeps the snapshots up to t = {last_snapshot:g} s ({hint}Courant number "
-            f"{courant:.2g})")
 
     if append:
         kept = dict(keep_snapshots=keep, keep_steps_upto=k0,
@@ -476,52 +477,34 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
             writer = SnapshotWriter.append(path, **kept)
     else:
         writer = SnapshotWriter(path, sim.mesh, config_yaml=config.resolved_yaml(),
-                                version=__version__, title=f"dycore {config.case.name}")
+                                version=__version__, title=f"dycore {config.case.name}",
+                                picard_iterations=tc.nonlinear_iterations)
     writer = attach_followers(writer, config, sim.mesh, kept=writer._n_time if append else 0)
     split = RunSplit(wall0)
     split.setup_done()
     # every write runs on the writer thread, in order (dycore.io.background); the per-step
     # diagnostics wait in memory and go out with the snapshot (or checkpoint) that follows them
     out = BackgroundWriter()
-    diagnostics = DiagnosticsBuffer(lambda rows: out.submit(writer.write_diagnostics_rows, rows))
+    snapshots = Snapshots(writer, IterationInterval(every) | AtEnd(), initial=not append,
+                          submit=out.submit)
+
+    def unstable(step, problem: str) -> str:
+        hint = "try a smaller time.dt; " if courant > 1.0 else ""
+        return (f"unstable run at step {step.k} (t = {step.t:g} s): {problem}; stopped. {path} "
+                f"keeps the snapshots up to t = {snapshots.last_t:g} s ({hint}Courant number "
+                f"{courant:.2g})")
+
+    callbacks = [StabilityCheck(describe=unstable),
+                 Diagnostics(writer, IterationInterval(oc.diagnostics_every_steps) | AtEnd(),
+                             submit=out.submit),
+                 snapshots]
+    if config.checkpoint_steps > 0:     # after the snapshot: the output holds every step before
+        callbacks.append(Checkpoints(checkpoint_path(path),
+                                     IterationInterval(config.checkpoint_steps), output=path,
+                                     submit=out.submit))
+    callbacks.append(Progress(show))    # a bar on a terminal (or in Jupyter), else log lines
     with writer, out:
-        if not append:        # a new file starts with the initial (or restart) snapshot
-            with sim.timers("output"), split.output():
-                out.submit(writer.write_snapshot, sim.state.t, _owned(sim.host_fields()),
-                           step=k0)
-        bar = Progress(n_steps - k0, config.case.name, show)   # bar on a terminal, else lines
-        try:
-            for k in range(k0 + 1, n_steps + 1):
-                with split.steps():
-                    diag = sim.step()
-                problem = watch.step_problem(diag)
-                if problem or k % oc.diagnostics_every_steps == 0 or k == n_steps:
-                    diagnostics.add(k, sim.state.t, diag)
-                if problem:
-                    raise unstable(k, problem)
-                snapshot = k % every == 0 or k == n_steps
-                checkpoint = ck_every > 0 and k % ck_every == 0
-                if snapshot or checkpoint:
-                    with sim.timers("output"), split.output():
-                        fields = _owned(sim.host_fields())
-                    problem = watch.fields_problem(fields)
-                    if problem:
-                        raise unstable(k, problem)
-                    with sim.timers("output"), split.output():
-                        diagnostics.flush()
-                if snapshot:
-                    with sim.timers("output"), split.output():
-                        out.submit(writer.write_snapshot, sim.state.t, fields, step=k)
-                    last_snapshot = sim.state.t
-                if checkpoint:       # after the snapshot: the output holds every step before
-                    with sim.timers("checkpoint"), split.output():
-                        out.submit(write_checkpoint, ck_path, sim.mesh, sim.state.t, k, fields,
-                                   config_yaml=config.resolved_yaml(), version=__version__,
-                                   output=path)
-                bar.update(sim.state.t, diag["max_abs_w"])
-        finally:
-            bar.close()
-            diagnostics.flush()       # an unstable step's record too, before the file closes
+        run_loop(sim, n_steps - k0, callbacks, k0=k0, split=split)
         with split.output():
             out.drain()
         sim.timers.add("output (writer thread, overlapped)", 1e3 * out.busy_s)
@@ -534,5 +517,5 @@ def run_from_config(config, *, max_steps: int | None = None, progress: bool | No
         drop_blank_records(path)
     return RunSummary(output_path=path, steps=n_steps - k0, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
-                      last_diagnostics=diag, backend=sim.backend.describe(),
+                      last_diagnostics=sim.last_diagnostics, backend=sim.backend.describe(),
                       split=split.as_dict(n_steps - k0), split_text=split.summary(n_steps - k0))

@@ -182,13 +182,13 @@ def test_the_writer_never_renames_over_a_file_that_appeared_meanwhile(tmp_path, 
 def test_validate_says_when_backend_threads_is_clamped(folder, capsys, monkeypatch):
     import numba
 
-    import dycore.validate
+    import dycore.checks.validate
     from dycore.errors import DycoreError
 
     def stop(*args, **kwargs):
         raise DycoreError("stopped before the GPU")
 
-    monkeypatch.setattr(dycore.validate, "validate", stop)
+    monkeypatch.setattr(dycore.checks.validate, "validate", stop)
     (folder / "run.yaml").write_text(yaml.safe_dump({**BASE, "backend": {"threads": 9999}}))
     status, err = _run(capsys, "validate", "run.yaml")
     cores = numba.config.NUMBA_NUM_THREADS

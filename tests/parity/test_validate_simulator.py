@@ -56,7 +56,7 @@ def test_validate_deterministic_bitwise_cli(tmp_path, capsys):
 
 def test_validate_atomic_roundoff(tmp_path):
     from dycore.config import load_config
-    from dycore.validate import validate
+    from dycore.checks.validate import validate
 
     cfg = load_config(SMALL, {"mesh": TINY_MESH, "time": ONE_PICARD,
                               "output": {"progress": False}})
@@ -70,7 +70,7 @@ def test_validate_atomic_roundoff(tmp_path):
 
 
 def test_compare_arrays_counts_ulps_and_fails_on_difference():
-    from dycore.validate import _exceeds, compare_arrays
+    from dycore.checks.validate import _exceeds, compare_arrays
 
     a = np.array([1.0, -2.0, 0.0, 3.0])
     b = a.copy()
@@ -89,7 +89,7 @@ def test_compare_arrays_counts_ulps_and_fails_on_difference():
 
 def test_gpu_mode_defaults_name_what_validate_chooses(tmp_path):
     from dycore.config import load_config
-    from dycore.validate import gpu_mode, gpu_mode_defaults
+    from dycore.checks.validate import gpu_mode, gpu_mode_defaults
 
     unset = load_config(_tiny_yaml(tmp_path))
     assert gpu_mode(unset) == ("deterministic", True)

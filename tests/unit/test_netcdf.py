@@ -190,7 +190,8 @@ def test_fields_left_out_are_nan_and_reader_returns_last(tmp_path):
 
 def test_diagnostics(tmp_path):
     path = tmp_path / "run.nc"
-    with _writer(path, config_yaml="time:\n  nonlinear_iterations: 3\n") as writer:
+    with _writer(path, config_yaml="time:\n  nonlinear_iterations: 3\n",
+                 picard_iterations=3) as writer:
         writer.write_diagnostics(1, 10.0, {
             "max_abs_w": 0.5, "kinetic_energy": 2.0e9, "max_abs_div_u": 1e-12,
             "picard_change": [1e-2, 1e-5], "picard_iterations": 2,

@@ -11,7 +11,8 @@ kernels differ). Then
    number of differing entries,
    max |Δ|, max |Δ| / max |CPU|, max distance in ulp (difference of the order-preserving
    ``np.int64`` views of the float64 bit patterns);
-2. both are stepped to the end time; at t = 0, at every output time (``output.output_interval``)
+2. both are stepped to the end time in lockstep (the CPU simulation's run loop, with the
+   :class:`~dycore.timestepping.callbacks.Lockstep` callback stepping the GPU one); at t = 0, at every output time (``output.output_interval``)
    and at the last step the max |GPU − CPU| of each field (u, v, w, p, theta_prime, q_v, q_c, q_r)
    is recorded;
 3. the SHA-256 of each final GPU field (bytes of the float64 array) is recorded; with
@@ -216,7 +217,8 @@ def _write_netcdf(path, sim, t, diff, config_yaml):
     from dycore import __version__
     from dycore.io.netcdf import SnapshotWriter
     with SnapshotWriter(path, sim.mesh, config_yaml=config_yaml, version=__version__,
-                        title="dycore validate: GPU - CPU fields") as writer:
+                        title="dycore validate: GPU - CPU fields",
+                        picard_iterations=sim.config.time.nonlinear_iterations) as writer:
         writer.write_snapshot(t, diff)
 
 
@@ -275,6 +277,8 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
     from building or stepping the simulations; OutputError when the report cannot be written.
     """
     from dycore.errors import OutputError
+    from dycore.timestepping.callbacks import Callback, Lockstep
+    from dycore.timestepping.schedules import AtEnd, IterationInterval, snapshot_every
     from dycore.timestepping.simulation import build_simulation
 
     wall0 = time.perf_counter()
@@ -290,7 +294,7 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
     gpu_cfg = with_backend(config, name="gpu", solver_mode="host", assembly=assembly,
                             strict=strict)
     n_steps = config.time.n_steps if steps is None else min(steps, config.time.n_steps)
-    every = max(1, int(round(config.output.output_interval / config.time.dt)))
+    every = snapshot_every(config.output.output_interval, config.time.dt)
 
     cpu = build_simulation(cpu_cfg)
     gpu = build_simulation(gpu_cfg)
@@ -321,19 +325,26 @@ def validate(config, *, steps: int | None = None, output_dir: str | Path = "outp
                                 f"{tol:g}")
         return fc, fg, stats
 
-    fc, fg, final = record(0)
-    for k in range(1, n_steps + 1):
-        cpu.step()
-        gpu.step()
-        if k % every == 0 or k == n_steps:
-            fc, fg, final = record(k)
+    last = {}
+
+    class Compare(Callback):
+        """Compare the two simulations at the start and the scheduled steps."""
+        schedule = IterationInterval(every) | AtEnd()
+
+        def initialize(self, sim, step):
+            self(sim, step)
+
+        def __call__(self, sim, step):
+            last["fc"], last["fg"], last["final"] = record(step.k)
+
+    cpu.run(steps=n_steps, callbacks=[Lockstep(gpu), Compare()], stability=False)
+    fc, fg, final = last["fc"], last["fg"], last["final"]
     hashes = field_hashes(fg)
 
     repeat = None
     if repeat_gpu:
         again = build_simulation(gpu_cfg)
-        for _ in range(n_steps):
-            again.step()
+        again.run(steps=n_steps, stability=False)
         repeat = field_hashes(again.host_fields())
         if repeat != hashes:
             bad = [k for k in hashes if repeat[k] != hashes[k]]
