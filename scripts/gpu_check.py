@@ -461,25 +461,25 @@ def part_libm(results: dict) -> None:
     for bit; acos and cos are not: CUDA's libdevice and the CPU's libm are different
     approximations (each within a few ulp), which no compiler option can reconcile."""
     from dycore.backend.gpu_kernels import kernel_compiler
-    from dycore.checks import strict_cpu_loops, strict_gpu_loops
+    from dycore.checks import strict_cpu_loops_gen, strict_gpu_loops_gen
     rng = np.random.default_rng(0)
     small = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"      # the simulator is slow
     n = 1 << (10 if small else 20)
     x = rng.uniform(-1.0, 1.0, n)
     out, ref = np.zeros((n, 4)), np.zeros((n, 4))
     strict = kernel_compiler(True)
-    strict(strict_gpu_loops.KERNELS["libm_point"])[(n + 255) // 256, 256](x, out)
-    strict_cpu_loops.DRIVERS["libm_point"](x, ref)
+    strict(strict_gpu_loops_gen.KERNELS["libm_point"])[(n + 255) // 256, 256](x, out)
+    strict_cpu_loops_gen.DRIVERS["libm_point"](x, ref)
     row = {name: compare_arrays(ref[:, j], out[:, j])
            for j, name in enumerate(("acos", "cos", "sqrt", "v*1.25 + 0.5*v"))}
     m = rng.standard_normal((1 << (8 if small else 16), 3, 3))
     a = np.einsum("kij,klj->kil", m, m) + 0.1 * np.eye(3)      # SPD, like the metric tensor
-    kern = strict(strict_gpu_loops.KERNELS["eig3_point"])
+    kern = strict(strict_gpu_loops_gen.KERNELS["eig3_point"])
     for method, name in ((0, "eig3 jacobi"), (1, "eig3 closed form")):
         ev, vec = np.zeros((a.shape[0], 3)), np.zeros((a.shape[0], 3, 3))
         kern[(a.shape[0] + 127) // 128, 128](a, method, ev, vec)
         evr, vecr = np.zeros_like(ev), np.zeros_like(vec)
-        strict_cpu_loops.DRIVERS["eig3_point"](a, method, evr, vecr)
+        strict_cpu_loops_gen.DRIVERS["eig3_point"](a, method, evr, vecr)
         row[name + " eigenvalues"] = compare_arrays(evr, ev)
         row[name + " eigenvectors"] = compare_arrays(vecr, vec)
     for name, r in row.items():
