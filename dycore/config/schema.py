@@ -77,7 +77,7 @@ class CaseConfig(_Section):
     """Test case: which case module, and overrides of its own Parameters model."""
 
     name: str = _field("mountainwave3d", unit="-",
-                       description="case module under dycore/cases/ (e.g. mountainwave3d)")
+                       description="case module under cases/ (e.g. mountainwave3d)")
     parameters: dict[str, Any] = _field(dict, unit="-",
                                         description="overrides of the case's own Parameters model "
                                                     "(keys and units: see the case's README)")

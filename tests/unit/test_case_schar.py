@@ -1,4 +1,4 @@
-"""The Schär case (dycore/cases/schar): parameters, terrain, sponge, the symmetric_y channel mesh,
+"""The Schär case (cases/schar): parameters, terrain, sponge, the symmetric_y channel mesh,
 the strong free-slip walls (two constraints on the wall-ground and wall-lid edges), w independent
 of y on a tiny channel, and `dycore verify` picking the case's 2-D reference."""
 import math

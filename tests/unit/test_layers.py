@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "dycore"
+#: the test cases: the top-level folder cases/, imported as dycore.cases (layer "cases")
+CASES = PACKAGE.parent / "cases"
 
 #: the layers in import order (docs/architecture.md's module map): folders of dycore/ and the
 #: top-level modules (``dycore/__init__.py``, which imports its public names on first use, sits
@@ -24,8 +26,15 @@ KNOWN_CIRCLE = ("dycore/parallel/cli_run.py", "dycore.cli")
 
 def layer_of(path: Path) -> str:
     """The layer of a module file of the package: its folder, or its own name at the top."""
+    if path.is_relative_to(CASES):
+        return "cases"
     rel = path.relative_to(PACKAGE).parts
     return rel[0] if len(rel) > 1 else path.stem
+
+
+def module_files():
+    """Every module file of the package: dycore/ and the cases in cases/."""
+    return sorted(PACKAGE.rglob("*.py")) + sorted(CASES.rglob("*.py"))
 
 
 def imported_layers(path: Path):
@@ -48,14 +57,15 @@ def imported_layers(path: Path):
 def upward_imports():
     """``(file, line, module)`` of every import of a layer above the importing file's."""
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in module_files():
         if path == PACKAGE / "__init__.py":
             continue
         me = layer_of(path)
-        assert me in ORDER, f"dycore/{path.relative_to(PACKAGE)}: layer {me!r} is missing from ORDER"
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        assert me in ORDER, f"{rel}: layer {me!r} is missing from ORDER"
         for line, name in imported_layers(path):
             if ORDER.index(name.split(".")[1]) > ORDER.index(me):
-                found.append((f"dycore/{path.relative_to(PACKAGE).as_posix()}", line, name))
+                found.append((rel, line, name))
     return found
 
 
@@ -95,6 +105,10 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     (fake / "io" / "w.py").write_text("from dycore.preflight import check_memory\n")
     (fake / "errors.py").write_text("def f():\n    import dycore.cli\n")
     (fake / "cli.py").write_text("from dycore.io import w\n")
+    (tmp_path / "cases" / "a").mkdir(parents=True)
+    (tmp_path / "cases" / "a" / "__init__.py").write_text("import dycore.io.netcdf\n")
     monkeypatch.setitem(globals(), "PACKAGE", fake)
+    monkeypatch.setitem(globals(), "CASES", tmp_path / "cases")
     assert upward_imports() == [("dycore/errors.py", 2, "dycore.cli"),
-                                ("dycore/io/w.py", 1, "dycore.preflight")]
+                                ("dycore/io/w.py", 1, "dycore.preflight"),
+                                ("cases/a/__init__.py", 1, "dycore.io.netcdf")]

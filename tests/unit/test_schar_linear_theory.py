@@ -1,4 +1,4 @@
-"""The steady linear reference of the Schär case (dycore/cases/schar/linear_theory.py), tested
+"""The steady linear reference of the Schär case (cases/schar/linear_theory.py), tested
 as the 3-D reference is: the ground condition, the mode-wise residual, the regime's physics."""
 import math
 
