@@ -5,7 +5,7 @@ PYTHON ?= python3
 CONFIG ?= configs/mountainwave3d_small.yaml
 OUTPUT ?= output/mountainwave3d_small.nc
 
-.PHONY: install run run-paper test regression bench bench-smoke docs gpu-check clean verify
+.PHONY: install run run-paper test test-quick lint regression bench bench-smoke docs gpu-check clean verify
 
 install:
 	$(PYTHON) -m pip install -q -e ".[test,mpi]"
@@ -23,6 +23,10 @@ run-paper: install
 
 test: install
 	$(PYTHON) -m pytest -q tests --ignore=tests/regression
+
+# ruff (pyflakes + pycodestyle errors; [tool.ruff] in pyproject.toml, generated *_gen.py skipped)
+lint: install
+	$(PYTHON) -m ruff check .
 
 regression: install
 	$(PYTHON) -m pytest -q tests/regression

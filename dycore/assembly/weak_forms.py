@@ -18,8 +18,7 @@ import numpy as np
 
 from dycore.fem._jit import element_function
 from dycore.fem.integrals import (
-    dshape_shape, dshape_tensor_dshape, ele_val_at_quad, ele_vector_at_quad, shape_rhs,
-    shape_shape, shape_vector_dot_dshape,
+    dshape_shape, dshape_tensor_dshape, ele_val_at_quad, ele_vector_at_quad, shape_shape, shape_vector_dot_dshape,
 )
 from dycore.fem.metric import get_edge_lengths
 from dycore.fem.quadrature import get_quadrature
