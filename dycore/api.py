@@ -10,8 +10,10 @@ no CUDA, no netCDF) until one of them is used::
     sim.run(steps=3, callbacks=[lambda sim, diag: print(sim.state.t, diag["max_abs_w"])])
     ds = dycore.open_output("output/mountainwave3d_small.nc")     # an xarray.Dataset
 
-:meth:`Simulation.run <dycore.timestepping.simulation.Simulation.run>` writes no file; output
-stays the job of ``dycore run`` (:func:`dycore.timestepping.simulation.run_from_config`).
+:meth:`Simulation.run <dycore.timestepping.simulation.Simulation.run>` writes no output file;
+output stays the job of ``dycore run`` (:func:`dycore.timestepping.simulation.run_from_config`).
+(Building a ``Simulation`` may store its mesh's operators in the set-up cache,
+:mod:`dycore.io.setup_cache`, unless ``DYCORE_CACHE_DIR=off``.)
 """
 from __future__ import annotations
 
