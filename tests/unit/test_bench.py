@@ -95,6 +95,7 @@ def test_min_bytes_hand_count_and_argument_sizes(mesh, cpu_data):
             a.nbytes for a in kernel_args(k, cpu_data)), k.name
 
 
+@pytest.mark.gpu_sim
 @pytest.mark.skipif(not GPU_OK, reason="needs the CUDA simulator or a GPU")
 def test_gpu_launchers_equal_cpu(mesh, cpu_data):
     assert 200 <= mesh.nele <= 256
@@ -123,6 +124,7 @@ def test_csr_find_equals_lookup(mesh):
     assert csr_find(sp.indptr, sp.indices, row, int(absent[0])) == -1
 
 
+@pytest.mark.gpu_sim
 @pytest.mark.skipif(not SIM, reason="runs the GPU assembly under the CUDA simulator")
 def test_binary_search_assembly_equals_lookup_assembly(mesh):
     from dycore.backend.gpu import GPUBackend

@@ -18,9 +18,10 @@ ORDER = ("dtypes", "errors", "mesh", "fem", "assembly", "backend", "solvers", "p
          "config", "diagnostics", "io", "preflight", "api", "timestepping", "checks", "validate",
          "parallel", "bench", "doctor", "cli", "__main__")
 
-#: the one import back up the layers that helper branch "single run loop" removes (the MPI
-#: run's XDMF message printed through the CLI's helper): parallel/cli_run.py -> dycore.cli.
-#: While it is there the test is an expected failure naming it; any other upward import fails.
+#: the one known import back up the layers, being removed: parallel/cli_run.py imports
+#: dycore.cli (the MPI run prints its XDMF message through the CLI's helper). While it is there
+#: the test is an expected failure naming it; any other upward import fails. Once it is gone
+#: the test passes, and this constant and the xfail below can go.
 KNOWN_CIRCLE = ("dycore/parallel/cli_run.py", "dycore.cli")
 
 
