@@ -13,10 +13,12 @@ os.environ.setdefault("DYCORE_CACHE_DIR", "off")
 
 
 # ------------------------------------------------------------------------------ test lanes
-# Markers (registered in pyproject.toml): `slow` is set on each long test where it is defined;
-# `mpi` and `gpu_sim` follow from where a test lives, below. `make test-quick` deselects slow,
-# mpi and gpu_sim; `make test` (CI) runs everything.
-_LANES = (("parallel/", "mpi"),                  # mpiexec ranks (dycore.parallel)
+# Markers (registered in pyproject.toml): `slow` is set on each long unit test where it is
+# defined; the end-to-end runs of tests/integration are all slow, and `mpi` and `gpu_sim`
+# follow from where a test lives, below. `make test-quick` deselects slow, mpi and gpu_sim;
+# `make test` (CI) runs everything.
+_LANES = (("integration/", "slow"),              # whole runs: restarts, kills, races, tutorials
+          ("parallel/", "mpi"),                  # mpiexec ranks (dycore.parallel)
           ("parity/", "gpu_sim"),                # GPU kernels under the CUDA simulator / NVVM
           ("unit/test_fem_cuda_sim.py", "gpu_sim"))
 

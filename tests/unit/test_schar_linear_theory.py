@@ -90,6 +90,7 @@ def test_hydrostatic_limit_for_a_wide_mountain():
     assert 1e-5 < rel < 5e-3
 
 
+@pytest.mark.slow
 def test_quadrature_step_converged():
     """The default dk = 1e-6 against dk = 1e-7 (converged to ~1.5e-6): about 7e-5 apart."""
     x = np.arange(-15_000.0, 15_000.0 + 1, 250.0)

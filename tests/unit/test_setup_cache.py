@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 import dycore
@@ -31,6 +32,7 @@ def _operator_arrays(sim) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_second_build_loads_bitwise_and_steps_identically(tmp_path):
     plain = Simulation(_config(), setup_cache=False)
     first = Simulation(_config(), setup_cache=tmp_path)
@@ -143,6 +145,8 @@ def test_off_means_always_build(tmp_path):
     assert built == [1, 1] and c.misses == ["x", "x"] and c.folder is None
 
 
+@pytest.mark.slow
+@pytest.mark.gpu_sim
 def test_device_solvers_take_the_amg_hierarchy_from_the_cache(tmp_path):
     """Device solver mode (simulator): the second build loads the pressure hierarchy, and it
     is the hierarchy PyAMG builds afresh, bit for bit."""
