@@ -9,7 +9,9 @@ package; the tests' CPU side calls the element functions directly.
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import shutil
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -88,6 +90,7 @@ def gpu_module():
     rendered now and imported from a temporary file (a real file, so tracebacks and the
     simulator show the generated lines)."""
     folder = Path(tempfile.mkdtemp(prefix="dycore_fem_loops_"))
+    atexit.register(shutil.rmtree, folder, True)
     path = folder / "fem_gpu_loops_gen.py"
     path.write_text(render_gpu(FEM_CHECKS), encoding="utf-8")
     spec = importlib.util.spec_from_file_location("fem_gpu_loops_gen", path)
