@@ -1,11 +1,12 @@
 # dycore — the two commands a new user needs:
 #   make run    install, run the small mountain-wave case to t = 3000 s, draw w  (~3 min, 2 cores)
 #   make test   install, run the test suite (GPU kernels under the CUDA simulator)
+#   (make test-quick: the quick lane while you work; make lint: ruff)
 PYTHON ?= python3
 CONFIG ?= configs/mountainwave3d_small.yaml
 OUTPUT ?= output/mountainwave3d_small.nc
 
-.PHONY: install run run-paper test regression bench bench-smoke docs gpu-check clean verify
+.PHONY: install run run-paper test test-quick lint regression bench bench-smoke docs gpu-check clean verify
 
 install:
 	$(PYTHON) -m pip install -q -e ".[test,mpi]"
@@ -23,6 +24,14 @@ run-paper: install
 
 test: install
 	$(PYTHON) -m pytest -q tests --ignore=tests/regression
+
+# the quick lane (markers in pyproject.toml): no long runs, no MPI ranks, no CUDA simulator
+test-quick: install
+	$(PYTHON) -m pytest -q tests --ignore=tests/regression -m "not slow and not mpi and not gpu_sim"
+
+# ruff (pyflakes + pycodestyle errors; [tool.ruff] in pyproject.toml, generated *_gen.py skipped)
+lint: install
+	$(PYTHON) -m ruff check .
 
 regression: install
 	$(PYTHON) -m pytest -q tests/regression

@@ -1,6 +1,8 @@
 """dycore: the continuous-Galerkin core of a Fluidity-Atmosphere-style dynamical core.
 
-Data flow (and folder order): mesh -> fem -> assembly -> solvers -> physics/timestepping -> io -> cli.
+Layers in import order (docs/architecture.md; tests/unit/test_layers.py): mesh -> fem ->
+assembly -> backend -> solvers -> physics -> cases -> config -> diagnostics -> io ->
+timestepping -> checks -> parallel -> bench -> cli; the test cases live in the top-level cases/.
 
 Python API (README.md, "Python API"): ``dycore.load_config``, ``dycore.Simulation`` (with
 ``Simulation.run``, its callbacks ``Snapshots``, ``Diagnostics``, ``Checkpoints``, ``Progress``,

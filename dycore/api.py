@@ -15,6 +15,8 @@ no CUDA, no netCDF) until one of them is used::
 ``sim.run(until=7200, callbacks=[dycore.Snapshots(dycore.NetCDFWriter(path),
 dycore.TimeInterval(300))])`` (:mod:`dycore.timestepping.callbacks`), as ``dycore run``
 (:func:`dycore.timestepping.simulation.run_from_config`) does.
+(Building a ``Simulation`` may store its mesh's operators in the set-up cache,
+:mod:`dycore.io.setup_cache`, unless ``DYCORE_CACHE_DIR=off``.)
 """
 from __future__ import annotations
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from dycore.errors import ConfigError, OutputError
+from dycore.io.safety import check_output_path   # re-exported: one of the checks before a run
 
 __all__ = ["check_before_build", "check_output_path", "check_checkpoint_path", "check_memory",
            "check_backend_settings", "notice_threads",
@@ -51,48 +51,6 @@ def _size(nbytes: float) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:.1f} {unit}"
     return f"{nbytes / 1e6:.2f} MB"
-
-
-# ---------------------------------------------------------------------------- output path
-def check_output_path(path: Path, *, overwrite: bool,
-                      name: str = "output.path (--output)", example: str = "run.nc") -> None:
-    """Raise unless a run can create ``path`` without silently replacing a file.
-
-    Parameters
-    ----------
-    path : the output file (``config.output_path``)
-    overwrite : replace an existing file (``dycore run --overwrite``)
-    name : the key or flag that gave ``path``, for the messages; example : a file name to
-        suggest when ``path`` is a directory
-
-    Raises
-    ------
-    OutputError
-        ``path`` is a directory; it exists and ``overwrite`` is false; its nearest existing
-        parent is not a directory; or no file can be created there (probed with a temporary
-        file, which also catches ``/proc`` and read-only file systems when running as root).
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise OutputError(f"{path}: {name} is a directory; expected a file "
-                          f"name such as {path / example}")
-    if path.exists() and not overwrite:
-        raise OutputError(f"{path}: output file exists; pass --overwrite to replace it, or "
-                          f"choose another --output / output.path")
-    folder = path.parent
-    while not folder.exists():       # the writer creates missing folders: check the first one
-        folder = folder.parent       # that exists ('.' and '/' always do)
-    if not folder.is_dir():
-        raise OutputError(f"{path}: {name} cannot be created: {folder} is a "
-                          f"file, not a folder")
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise OutputError(f"{path}: {name} cannot be created: no file can be "
-                          f"written in {folder} ({exc.strerror or exc})") from None
-    if path.exists() and not os.access(path, os.W_OK):
-        raise OutputError(f"{path}: output file exists and is not writable")
 
 
 # --------------------------------------------------------------------------------- memory

@@ -27,6 +27,13 @@ class Assembler:
     ----------
     backend : CPUBackend or GPUBackend (the protocol above)
     mesh : Mesh; sparsity : Sparsity of ``mesh``; timers : StageTimers
+
+    Raises
+    ------
+    ValueError
+        Naming the loop and the parameter, when the mesh's arrays (when built) or an
+        operator's inputs (when run) do not have the shapes the loop's spec declares
+        (:meth:`~dycore.assembly.loop_spec.ElementLoop.check_inputs`).
     """
 
     def __init__(self, backend, mesh, sparsity, timers):
@@ -49,6 +56,8 @@ class Assembler:
                      "vector": (dev(sparsity.node_contrib_ptr), dev(sparsity.node_contrib))}
         self.detj = b.zeros(self.nele)
         self._loops = {loop.name: loop for loop in ASSEMBLY.loops}
+        for loop in ASSEMBLY.loops:     # the mesh's arrays against every loop's spec
+            loop.check_inputs(self.common, self.nele, self.n, partial=True)
         self._ele: dict = {}     # element arrays, shared by shape (written before every read)
         self._out: dict = {}     # assembled arrays of the per-step operators, by key
 
@@ -82,6 +91,7 @@ class Assembler:
         (default ``self.detj``). Returns dict output name -> flat assembled array (or None)."""
         loop = self._loops[name]
         args = dict(self.common, **inputs)
+        loop.check_inputs(args, self.nele, self.n)
         outs = {}
         for o in loop.outputs:
             w = want.get(o.name, True) if want else True

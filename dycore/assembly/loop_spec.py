@@ -210,6 +210,44 @@ class ElementLoop:
                 out.extend(a.params)
         return out
 
+    def check_inputs(self, args: dict, nele: int, nnodes: int, partial: bool = False) -> None:
+        """Check input arrays against this loop's spec before a launch.
+
+        Parameters
+        ----------
+        args : dict
+            Parameter name -> array (or scalar) as given to the driver / kernel.
+        nele, nnodes : int
+            The mesh's element and node counts.
+        partial : bool
+            Check only the inputs present in ``args`` (a builder checking its fixed arrays);
+            otherwise every input of :meth:`inputs` must be there.
+
+        Raises
+        ------
+        ValueError
+            Naming the loop and the parameter: a missing input, or an array whose shape is not
+            the spec's: ``tets`` (nele, 4); a ``Gather`` source (nnodes, *shape[1:]); a ``Row``
+            source (nele, *shape); a ``Table`` parameter ``shape``.
+        """
+        want = {"tets": (nele, 4)} if self.uses_tets else {}
+        for a in self.args:
+            if isinstance(a, Gather):
+                want[a.source] = (nnodes, *a.shape[1:])
+            elif isinstance(a, Row):
+                want[a.source] = (nele, *a.shape)
+            elif isinstance(a, Table) and not a.module_global:
+                want[a.source] = tuple(a.shape)
+        for p in self.inputs():
+            if p not in args:
+                if partial:
+                    continue
+                raise ValueError(f"loop {self.name}: input {p!r} missing")
+            shape = getattr(args[p], "shape", None)
+            if p in want and (shape is None or tuple(shape) != want[p]):
+                raise ValueError(f"loop {self.name}: input {p!r} has shape {shape}, the spec "
+                                 f"wants {want[p]}")
+
     def cpu_params(self) -> list[str]:
         """Parameters of the CPU driver: inputs, element arrays, result."""
         return (self.inputs() + [o.elements for o in self.outputs]

@@ -1,8 +1,8 @@
 """The assembly's element loops (the contract of :mod:`dycore.assembly.loop_spec`), one per
 weak form of :mod:`dycore.assembly.weak_forms`.
 
-The generated drivers are :mod:`dycore.assembly.cpu_loops` (CPU ``prange``) and
-:mod:`dycore.backend.gpu_loops` (``@cuda.jit`` bodies); regenerate both after editing this
+The generated drivers are :mod:`dycore.assembly.cpu_loops_gen` (CPU ``prange``) and
+:mod:`dycore.backend.gpu_loops_gen` (``@cuda.jit`` bodies); regenerate both after editing this
 table with ``python -m dycore.assembly.codegen`` (tests/unit/test_loop_codegen.py fails while
 they differ from it).
 """
@@ -28,8 +28,8 @@ ASSEMBLY = LoopTable(
     name="dycore.assembly.loops.ASSEMBLY",
     module="dycore.assembly.weak_forms",
     imports=("from dycore.assembly.weak_forms import QUAD_N, QUAD_W",),
-    cpu_path="dycore/assembly/cpu_loops.py",
-    gpu_path="dycore/backend/gpu_loops.py",
+    cpu_path="dycore/assembly/cpu_loops_gen.py",
+    gpu_path="dycore/backend/gpu_loops_gen.py",
     loops=(
         ElementLoop(
             "tracer", "tracer_element",

@@ -3,7 +3,7 @@
 These are the ONE source of the assembly arithmetic. Each function takes element-local arrays
 (gathered by a driver), calls the fem element functions, and fills local outputs. Each has one
 loop in :data:`dycore.assembly.loops.ASSEMBLY`, from which the CPU drivers
-(:mod:`dycore.assembly.cpu_loops`) and the GPU kernels (:mod:`dycore.backend.gpu_loops`) are
+(:mod:`dycore.assembly.cpu_loops_gen`) and the GPU kernels (:mod:`dycore.backend.gpu_loops_gen`) are
 generated; neither holds arithmetic of its own beyond gather and scatter.
 
 Notation (docs/equations.md §3): M consistent mass ∫NᵢNⱼ; M_L lumped mass (row sums of M); A advection
@@ -18,8 +18,7 @@ import numpy as np
 
 from dycore.fem._jit import element_function
 from dycore.fem.integrals import (
-    dshape_shape, dshape_tensor_dshape, ele_val_at_quad, ele_vector_at_quad, shape_rhs,
-    shape_shape, shape_vector_dot_dshape,
+    dshape_shape, dshape_tensor_dshape, ele_val_at_quad, ele_vector_at_quad, shape_shape, shape_vector_dot_dshape,
 )
 from dycore.fem.metric import get_edge_lengths
 from dycore.fem.quadrature import get_quadrature

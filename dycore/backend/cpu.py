@@ -140,9 +140,9 @@ class CPUBackend:
         return np.zeros(shape, dtype)
 
     def launch_loop(self, loop, mode, args) -> None:
-        """Run the generated CPU driver of ``loop`` (:mod:`dycore.assembly.cpu_loops`);
+        """Run the generated CPU driver of ``loop`` (:mod:`dycore.assembly.cpu_loops_gen`);
         ``args`` maps its parameter names to arrays/scalars. Only ``ELEMENTS`` (no atomics)."""
-        from dycore.assembly.cpu_loops import DRIVERS
+        from dycore.assembly.cpu_loops_gen import DRIVERS
         if mode != ELEMENTS:
             raise ValueError(f"CPU loops write element arrays only (mode {mode} asked of "
                              f"{loop.name!r})")

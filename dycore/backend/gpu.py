@@ -181,7 +181,7 @@ class GPUBackend:
         return self.xp.zeros(shape, dtype)
 
     def launch_loop(self, loop, mode, args) -> None:
-        """Launch the generated kernel of ``loop`` (:mod:`dycore.backend.gpu_loops`), one thread
+        """Launch the generated kernel of ``loop`` (:mod:`dycore.backend.gpu_loops_gen`), one thread
         per element, with scatter rule ``mode``; ``args`` maps its parameter names to backend
         arrays/scalars (output arrays are passed flattened when the loop says so)."""
         nb, vals = self.nb, []

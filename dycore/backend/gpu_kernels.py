@@ -1,7 +1,7 @@
 """The GPU kernels of the assembly and the one compile path of every dycore kernel.
 
 The element-loop kernels are generated from :data:`dycore.assembly.loops.ASSEMBLY`
-(:mod:`dycore.backend.gpu_loops`, written by ``python -m dycore.assembly.codegen``): one thread
+(:mod:`dycore.backend.gpu_loops_gen`, written by ``python -m dycore.assembly.codegen``): one thread
 per element gathers into ``cuda.local.array`` storage, calls the one-source weak form of
 :mod:`dycore.assembly.weak_forms`, then either
 
@@ -23,7 +23,7 @@ from numba import config as numba_config
 from numba import cuda
 
 from dycore.assembly.loop_spec import ATOMIC, ELEMENTS, SEARCH
-from dycore.backend import gpu_loops
+from dycore.backend import gpu_loops_gen
 
 __all__ = ["ATOMIC", "ELEMENTS", "SEARCH", "get_kernels", "get_solver_kernels",
            "kernel_compiler", "BLOCK"]
@@ -76,22 +76,22 @@ def _install_csr_find_device() -> None:
     """Give the generated kernels :func:`csr_find` as a CUDA device function, before their first
     compile (the simulator passes kernel arguments to device functions, not to ``@njit``
     functions)."""
-    if gpu_loops.csr_find_device is None:
+    if gpu_loops_gen.csr_find_device is None:
         from dycore.assembly.csr_search import csr_find
-        gpu_loops.csr_find_device = cuda.jit(device=True)(csr_find.py_func)
+        gpu_loops_gen.csr_find_device = cuda.jit(device=True)(csr_find.py_func)
 
 
 class Kernels:
     """The compiled kernels of one floating-point mode.
 
-    Attributes: ``loops`` (loop name -> kernel of :mod:`dycore.backend.gpu_loops`; also readable
+    Attributes: ``loops`` (loop name -> kernel of :mod:`dycore.backend.gpu_loops_gen`; also readable
     as attributes, ``kernels.tracer``), ``gather_blocks``, ``fill``, ``strict``."""
 
     def __init__(self, strict: bool):
         _install_csr_find_device()
         jit = kernel_compiler(strict)
         self.strict = strict
-        self.loops = {name: jit(fn) for name, fn in gpu_loops.KERNELS.items()}
+        self.loops = {name: jit(fn) for name, fn in gpu_loops_gen.KERNELS.items()}
         self.gather_blocks = jit(_gather_blocks)
         self.fill = jit(_fill)
 

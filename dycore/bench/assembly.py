@@ -1,12 +1,12 @@
 """Tracer-operator CSR matrix + right-hand-side assembly variants (the paper's Table 6).
 
-- GPU atomic + lookup table: the production tracer kernel (:mod:`dycore.backend.gpu_loops`,
+- GPU atomic + lookup table: the production tracer kernel (:mod:`dycore.backend.gpu_loops_gen`,
   generated from the loop table :data:`dycore.assembly.loops.ASSEMBLY`; mode ``ATOMIC``), the
   nonzero position of (tets[e,i], tets[e,j]) read from ``lookup``.
 - GPU atomic + binary search: the same kernel in mode ``SEARCH``, the position found by
   :func:`dycore.assembly.csr_search.csr_find` in the sorted CSR row instead.
 - GPU deterministic: the production kernel in mode ``ELEMENTS`` + the gather by nonzero.
-- CPU: the generated ``@njit(parallel=True)`` element loop (:mod:`dycore.assembly.cpu_loops`) +
+- CPU: the generated ``@njit(parallel=True)`` element loop (:mod:`dycore.assembly.cpu_loops_gen`) +
   gather (:mod:`dycore.assembly.gather`).
 """
 from __future__ import annotations

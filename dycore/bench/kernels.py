@@ -3,7 +3,7 @@
 Each benchmark kernel is one loop of :data:`dycore.bench.loops.BENCH` (the element-loop
 contract) around ONE :mod:`dycore.fem` element function (or, for ``ele_val_*``, the gather
 itself, which is what Fluidity's ``ele_val`` is). Its CPU ``@njit(parallel=True)`` ``prange``
-driver (:mod:`dycore.bench.cpu_loops`) and ``@cuda.jit`` kernel (:mod:`dycore.bench.gpu_loops`)
+driver (:mod:`dycore.bench.cpu_loops_gen`) and ``@cuda.jit`` kernel (:mod:`dycore.bench.gpu_loops_gen`)
 are generated with the SAME argument list, so the harness calls ``cpu(*args)`` or
 ``gpu[grid](*args)`` interchangeably. The CPU drivers pass per-element rows (``dshape[e]``) to
 the element functions; the GPU kernels copy them into ``cuda.local.array`` storage and back
@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from dycore.assembly.weak_forms import NGI, QUAD_N, QUAD_W
-from dycore.bench import cpu_loops, gpu_loops
+from dycore.bench import cpu_loops_gen, gpu_loops_gen
 from dycore.bench.loops import BENCH
 
 __all__ = ["BenchKernel", "KERNELS", "kernel_names", "make_inputs", "kernel_args",
@@ -73,12 +73,12 @@ class BenchKernel:
     @property
     def cpu(self) -> Callable:
         """The generated ``@njit(parallel=True)`` driver, ``cpu(*inputs, *outputs)``."""
-        return cpu_loops.DRIVERS[self.name]
+        return cpu_loops_gen.DRIVERS[self.name]
 
     @property
     def gpu_py(self) -> Callable:
         """The generated kernel's Python function, compiled by :func:`gpu_kernel`."""
-        return gpu_loops.KERNELS[self.name]
+        return gpu_loops_gen.KERNELS[self.name]
 
 
 KERNELS: tuple[BenchKernel, ...] = (
@@ -150,7 +150,7 @@ def make_inputs(tets: np.ndarray, coords: np.ndarray, seed: int = 0) -> dict[str
         "ev_tensor": np.zeros((nele, 4, 3, 3)), "out44": np.zeros((nele, 4, 4)),
         "out344": np.zeros((nele, 3, 4, 4)), "hbar": np.zeros((nele, 3, 3)),
     }
-    cpu_loops.DRIVERS["transform_to_physical"](tets, coords, d["weights"], d["dshape"],
+    cpu_loops_gen.DRIVERS["transform_to_physical"](tets, coords, d["weights"], d["dshape"],
                                                d["detwei"])
     return d
 

@@ -5,7 +5,7 @@ for ``ele_val_*``, the gather itself (what Fluidity's ``ele_val`` is).
 Per-element inputs and outputs are rows of element arrays (``Row``, kind ``"element"``
 outputs) which the CPU driver passes as views ``a[e]`` (``cpu_views``) and the GPU kernel copies
 into ``cuda.local.array`` storage and back. The generated drivers are
-:mod:`dycore.bench.cpu_loops` and :mod:`dycore.bench.gpu_loops` (``python -m
+:mod:`dycore.bench.cpu_loops_gen` and :mod:`dycore.bench.gpu_loops_gen` (``python -m
 dycore.assembly.codegen``).
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ BENCH = LoopTable(
     name="dycore.bench.loops.BENCH",
     module="dycore.fem",
     imports=("from dycore.fem import EIG_JACOBI",),
-    cpu_path="dycore/bench/cpu_loops.py",
-    gpu_path="dycore/bench/gpu_loops.py",
+    cpu_path="dycore/bench/cpu_loops_gen.py",
+    gpu_path="dycore/bench/gpu_loops_gen.py",
     loops=(
         _gather_only("ele_val_scalar", (4,), "scalar", "ev_scalar"),
         _gather_only("ele_val_vector", (4, 3), "vector", "ev_vector"),

@@ -32,7 +32,8 @@ def libm_check(small: bool = False, echo=print) -> dict:
     dict: name -> :func:`compare_arrays` of CPU and GPU results
     """
     from dycore.backend.gpu_kernels import kernel_compiler
-    from dycore.checks import strict_cpu_loops, strict_gpu_loops
+    from dycore.checks import strict_cpu_loops_gen as strict_cpu_loops
+    from dycore.checks import strict_gpu_loops_gen as strict_gpu_loops
     rng = np.random.default_rng(0)
     n = 1 << (10 if small else 20)
     x = rng.uniform(-1.0, 1.0, n)

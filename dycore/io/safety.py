@@ -30,6 +30,7 @@ import logging
 import os
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -39,7 +40,7 @@ from dycore.io.paths import same_file
 
 __all__ = ["LOCK_SUFFIX", "lock_path", "OutputLock", "output_lock", "lock_owner",
            "check_outputs_not_inputs", "check_not_being_written", "same_file",
-           "run_inputs_and_outputs", "guard_run"]
+           "run_inputs_and_outputs", "check_output_path", "guard_run"]
 
 log = logging.getLogger("dycore")
 
@@ -306,10 +307,51 @@ def run_inputs_and_outputs(config, restart: str | Path | None = None
     return outputs, inputs
 
 
+def check_output_path(path: Path, *, overwrite: bool,
+                      name: str = "output.path (--output)", example: str = "run.nc") -> None:
+    """Raise unless a run can create ``path`` without silently replacing a file.
+
+    Parameters
+    ----------
+    path : the output file (``config.output_path``)
+    overwrite : replace an existing file (``dycore run --overwrite``)
+    name : the key or flag that gave ``path``, for the messages; example : a file name to
+        suggest when ``path`` is a directory
+
+    Raises
+    ------
+    OutputError
+        ``path`` is a directory; it exists and ``overwrite`` is false; its nearest existing
+        parent is not a directory; or no file can be created there (probed with a temporary
+        file, which also catches ``/proc`` and read-only file systems when running as root).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{path}: {name} is a directory; expected a file "
+                          f"name such as {path / example}")
+    if path.exists() and not overwrite:
+        raise OutputError(f"{path}: output file exists; pass --overwrite to replace it, or "
+                          f"choose another --output / output.path")
+    folder = path.parent
+    while not folder.exists():       # the writer creates missing folders: check the first one
+        folder = folder.parent       # that exists ('.' and '/' always do)
+    if not folder.is_dir():
+        raise OutputError(f"{path}: {name} cannot be created: {folder} is a "
+                          f"file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise OutputError(f"{path}: {name} cannot be created: no file can be "
+                          f"written in {folder} ({exc.strerror or exc})") from None
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OutputError(f"{path}: output file exists and is not writable")
+
+
 def guard_run(run):
     """Decorator of :func:`dycore.timestepping.simulation.run_from_config` (``run(config, ...,
     restart=None, ...)``): refuse outputs that are inputs (:func:`check_outputs_not_inputs`)
-    and an output path where no file can be made (:func:`dycore.preflight.check_output_path`,
+    and an output path where no file can be made (:func:`check_output_path`,
     before the lock file is made there), then hold the output's lock (:func:`output_lock`) for
     the whole call (the existence check, ``--overwrite``, runs under the lock).
 
@@ -322,8 +364,6 @@ def guard_run(run):
 
     @functools.wraps(run)
     def guarded(config, *args, **kwargs):
-        from dycore.preflight import check_output_path
-
         restart = kwargs.get("restart")
         check_outputs_not_inputs(*run_inputs_and_outputs(config, restart))
         check_output_path(config.output_path, overwrite=True)   # can a file be made there?

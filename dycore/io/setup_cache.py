@@ -17,7 +17,7 @@ When it is invalid
 ------------------
 The key is a SHA-256 over: the cache format, the dycore version, the source text of every module
 that computes a cached array (``dycore/fem``, ``dycore/assembly``, ``dycore/backend``,
-``dycore/solvers``), the mesh (coordinates, connectivity, boundary faces and tags, bit for bit)
+``dycore/solvers`` and the cases, ``cases/``), the mesh (coordinates, connectivity, boundary faces and tags, bit for bit)
 and the configuration that reaches the set-up (the ``case``, ``physics``, ``mesh`` and
 ``solvers.pressure`` sections, the backend's kind, assembly mode and strict flag). Any change
 gives a new key, so a stale entry is never read; it is removed when the cache grows past
@@ -65,16 +65,28 @@ def cache_directory() -> Path | None:
 _DIGEST: str | None = None
 
 
+def source_files() -> list[tuple[str, Path]]:
+    """``(name, path)`` of every module in :data:`SOURCE_FOLDERS`, sorted by name
+    (``"cases/schar/__init__.py"``): each folder found where its package is imported from, so
+    the cases count from the top-level ``cases/`` folder as much as from an installed package."""
+    import importlib
+
+    files = []
+    for folder in SOURCE_FOLDERS:
+        where = Path(importlib.import_module(f"dycore.{folder}").__path__[0]).resolve()
+        files += [(f"{folder}/{path.relative_to(where).as_posix()}", path)
+                  for path in where.rglob("*.py")]
+    return sorted(files)
+
+
 def source_digest() -> str:
-    """SHA-256 of the source of every module in :data:`SOURCE_FOLDERS` (sorted by path)."""
+    """SHA-256 of the source of every module in :data:`SOURCE_FOLDERS` (:func:`source_files`)."""
     global _DIGEST
     if _DIGEST is None:
-        root = Path(__file__).resolve().parents[1]
         h = hashlib.sha256()
-        for folder in SOURCE_FOLDERS:
-            for path in sorted((root / folder).rglob("*.py")):
-                h.update(str(path.relative_to(root)).encode())
-                h.update(path.read_bytes())
+        for name, path in source_files():
+            h.update(name.encode())
+            h.update(path.read_bytes())
         _DIGEST = h.hexdigest()
     return _DIGEST
 

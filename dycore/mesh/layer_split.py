@@ -1,7 +1,7 @@
 """The ``symmetric_y`` split: 20 tetrahedra per hexahedral cell, each cell mirror-symmetric about
 its own mid-plane in y.
 
-Why (a channel of free-slip walls, dycore/cases/schar): no split of a hexahedron into tetrahedra
+Why (a channel of free-slip walls, cases/schar): no split of a hexahedron into tetrahedra
 on its 8 corners alone is mirror-symmetric about the cell's mid-plane y = const (a face spanning
 y, cut by one diagonal, is mapped onto the other diagonal). With only the Kuhn split, mirrored or
 not, the mirror images of a channel's cells about its walls do not tile it by translation in y,

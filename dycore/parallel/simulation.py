@@ -174,7 +174,6 @@ class DistributedSimulation:
         """Rank 0: build the serial set-up, partition it, send every other rank its piece
         (:func:`_rank_piece`) one at a time; returns (serial Simulation, part, own piece) or,
         after sending it to every rank, (None, None, the DycoreError) when the build fails."""
-        from dycore.timestepping.simulation import Simulation
         try:
             serial = Simulation(config, backend=backend)
             spg = serial.sparsity

@@ -7,7 +7,6 @@ GMRES or BiCGStab. Iteration counts are returned for the diagnostics.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dycore.errors import ConfigError, SolverDivergedError

@@ -7,7 +7,6 @@ the CPU backend.
 """
 from __future__ import annotations
 
-import numpy as np
 import scipy.sparse as sp
 
 from dycore.solvers.linear import HostSolver

@@ -75,6 +75,7 @@ class PicardStepper:
         #: them gives the same bits (False: solve them anyway; an A/B switch, not a config key)
         self.skip_inactive_tracers = True
         self._inactive = None            # frozenset of skipped tracers, decided at the next step
+        self._solved_before = None       # the tracers solved by the steps so far (None: none yet)
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))
         self.scalars = self._work("scalars", (8,))
 
@@ -91,6 +92,14 @@ class PicardStepper:
         restart, a user's edit): which tracers are inactive is decided anew at the next step."""
         self._inactive = None
         self.graphs.clear()
+
+    def _new_solves(self) -> bool:
+        """Whether this step solves a tracer no step solved before (a tracer that became
+        active): its solve must run once outside a captured iteration, to learn its budget."""
+        solved = frozenset(TRACERS) - self._inactive
+        new = self._solved_before is not None and bool(solved - self._solved_before)
+        self._solved_before = solved | (self._solved_before or frozenset())
+        return new
 
     def _decide_inactive(self, state) -> frozenset:
         """The tracers that stay exactly zero: field and reference q_ref zero at every node.
@@ -194,15 +203,20 @@ class PicardStepper:
         SolverDivergedError when a solve fails or a field becomes non-finite.
         """
         self._decide_inactive(state)
-        for attempt in range(2):
-            self.sys.begin_step()
-            info, fields = self._picard(state)
-            info.iterations, converged = self.sys.end_step()
-            if converged:
-                break
-            self.graphs.clear()           # budgets change: capture the iterations afresh
-            log.info("t = %g s: a solve replayed without a check stopped short of its tolerance;"
-                     " repeating the step with every solve checked", state.t)
+        captured = self.graphs.enabled
+        self.graphs.enabled = captured and not self._new_solves()
+        try:
+            for attempt in range(2):
+                self.sys.begin_step()
+                info, fields = self._picard(state)
+                info.iterations, converged = self.sys.end_step()
+                if converged:
+                    break
+                self.graphs.clear()       # budgets change: capture the iterations afresh
+                log.info("t = %g s: a solve replayed without a check stopped short of its "
+                         "tolerance; repeating the step with every solve checked", state.t)
+        finally:
+            self.graphs.enabled = captured
         if info.nonfinite:
             raise SolverDivergedError(
                 f"fields became non-finite in the step from t = {state.t:g} s "

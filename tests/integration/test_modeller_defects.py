@@ -4,7 +4,6 @@ directory, ``dycore plot --field u`` on its own scale, one CF ``time`` coordinat
 cf_xarray, and ``units`` on ``step``."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import netCDF4
 import numpy as np

@@ -9,7 +9,6 @@ start on one signal), with and without ``output.checkpoint_interval``, each race
 """
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import subprocess

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(r"""
     import numba.cuda.dispatcher as dispatcher
     from dycore.assembly.loop_spec import Gather, Row, Table, Output, Result
     from dycore.assembly.loops import ASSEMBLY
-    from dycore.backend import gpu_kernels, gpu_loops
+    from dycore.backend import gpu_kernels, gpu_loops_gen
     from dycore.backend.strict_fp import _renamed, install_nvvm_fma_guard
 
     class _Device:                       # device functions ask the current device for its cc
@@ -59,7 +59,7 @@ SCRIPT = textwrap.dedent(r"""
     out = {}
     for loop in ASSEMBLY.loops:
         for strict in (False, True):
-            fn = gpu_loops.KERNELS[loop.name]
+            fn = gpu_loops_gen.KERNELS[loop.name]
             fn = _renamed(fn) if strict else fn
             ptx, _ = cuda.compile_ptx(fn, signature(loop), cc=(9, 0))
             out[f"{loop.name}{'/strict' if strict else ''}"] = {"fma": "fma.rn.f64" in ptx}

@@ -59,6 +59,7 @@ def test_load_config_overrides_sections_and_dotted_keys():
         dycore.load_config(SMALL, mesh={"nxx": 4})
 
 
+@pytest.mark.slow
 def test_run_steps_callbacks_once_per_step():
     cfg = dycore.load_config(SMALL, **TINY, **{"time.dt": 10.0})
     sim = dycore.Simulation(cfg)
@@ -89,6 +90,7 @@ def test_callback_returning_true_stops_the_run():
     assert sim.state.t == pytest.approx(2 * sim.config.time.dt)
 
 
+@pytest.mark.slow
 def test_open_output_of_a_cli_run(tmp_path):
     pytest.importorskip("xarray")
     out = tmp_path / "tiny.nc"
@@ -115,6 +117,7 @@ def test_open_output_names_xarray_when_missing(monkeypatch, tmp_path):
         dycore.open_output(tmp_path / "any.nc")
 
 
+@pytest.mark.slow
 def test_readme_example_runs(tmp_path, monkeypatch):
     pytest.importorskip("xarray")
     (tmp_path / "configs").mkdir()

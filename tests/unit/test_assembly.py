@@ -179,3 +179,26 @@ def test_assembly_is_permutation_invariant(setup):
     A2 = _ours(s2, v2.copy())
     assert abs(A1[perm][:, perm] - A2).max() <= 1e-13 * abs(A1).max()
     assert np.allclose(r1[perm], r2, rtol=0, atol=1e-13 * np.abs(r1).max())
+
+
+def test_assembler_checks_inputs_against_the_loop_spec(setup):
+    """Built on a mesh or run with inputs that do not fit a loop's spec, the assembler names
+    the loop and the parameter (and runs nothing)."""
+    from types import SimpleNamespace
+
+    mesh, s, asm = setup
+    flat = SimpleNamespace(coords=mesh.coords[:, :2], tets=mesh.tets, nele=mesh.nele,
+                           nnodes=mesh.nnodes)           # a Mesh refuses 2-D coordinates
+    with pytest.raises(ValueError, match=r"loop tracer: input 'coords' has shape "
+                                         rf"\({mesh.nnodes}, 2\), the spec wants "
+                                         rf"\({mesh.nnodes}, 3\)"):
+        CPUBackend().assembler(flat, s, StageTimers())
+    n = mesh.nnodes
+    good = dict(u_nl=np.zeros((n, 3)), c_old=np.zeros(n), src=np.zeros(n), sigma=np.zeros(n),
+                c_ref=np.zeros(n), kdiag=(1.0, 1.0, 1.0), dt_theta=1.0)
+    with pytest.raises(ValueError, match=r"loop tracer: input 'u_nl' has shape \(\d+, 2\)"):
+        asm.tracer("theta", **dict(good, u_nl=np.zeros((n, 2))))
+    with pytest.raises(ValueError, match=r"loop tracer: input 'c_old' has shape \(\d+,\)"):
+        asm.tracer("theta", **dict(good, c_old=np.zeros(n + 1)))
+    with pytest.raises(ValueError, match="loop momentum: input 'u_nl' missing"):
+        asm._run("momentum", "momentum", {})

@@ -53,6 +53,7 @@ def cpu_data(mesh):
     return d
 
 
+@pytest.mark.slow
 def test_cpu_launchers_equal_direct_fem_calls(mesh, cpu_data):
     d = cpu_data
     tets, coords, field_s = d["tets"], d["coords"], d["scalar"]
@@ -85,6 +86,7 @@ def test_cpu_launchers_equal_direct_fem_calls(mesh, cpu_data):
             assert np.array_equal(d["out44"][e], out), name
 
 
+@pytest.mark.slow
 def test_min_bytes_hand_count_and_argument_sizes(mesh, cpu_data):
     # ele_val_vector on 10 elements and 7 nodes: tets 10*4*4 + field 7*3*8 + out 10*4*3*8
     assert BY_NAME["ele_val_vector"].min_bytes(10, 7) == 160 + 168 + 960
@@ -95,6 +97,7 @@ def test_min_bytes_hand_count_and_argument_sizes(mesh, cpu_data):
             a.nbytes for a in kernel_args(k, cpu_data)), k.name
 
 
+@pytest.mark.gpu_sim
 @pytest.mark.skipif(not GPU_OK, reason="needs the CUDA simulator or a GPU")
 def test_gpu_launchers_equal_cpu(mesh, cpu_data):
     assert 200 <= mesh.nele <= 256
@@ -115,6 +118,7 @@ def test_gpu_launchers_equal_cpu(mesh, cpu_data):
                 np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
 
 
+@pytest.mark.slow
 def test_csr_find_equals_lookup(mesh):
     sp = build_sparsity(mesh.tets, mesh.nnodes)
     assert np.array_equal(lookup_by_search(sp.indptr, sp.indices, mesh.tets), sp.lookup)
@@ -123,6 +127,7 @@ def test_csr_find_equals_lookup(mesh):
     assert csr_find(sp.indptr, sp.indices, row, int(absent[0])) == -1
 
 
+@pytest.mark.gpu_sim
 @pytest.mark.skipif(not SIM, reason="runs the GPU assembly under the CUDA simulator")
 def test_binary_search_assembly_equals_lookup_assembly(mesh):
     from dycore.backend.gpu import gpu_backend
@@ -147,6 +152,7 @@ def test_parse_sizes():
         parse_mesh("6,6")
 
 
+@pytest.mark.slow
 def test_cli_bench_smoke(tmp_path):
     out = tmp_path / "bench.json"
     env = dict(os.environ)

@@ -1,4 +1,4 @@
-"""The Schär case (dycore/cases/schar): parameters, terrain, sponge, the symmetric_y channel mesh,
+"""The Schär case (cases/schar): parameters, terrain, sponge, the symmetric_y channel mesh,
 the strong free-slip walls (two constraints on the wall-ground and wall-lid edges), w independent
 of y on a tiny channel, and `dycore verify` picking the case's 2-D reference."""
 import math
@@ -136,6 +136,7 @@ def tiny_run():
     return sim
 
 
+@pytest.mark.slow
 def test_w_does_not_depend_on_y_in_the_channel(tiny_run):
     sim = tiny_run
     u = np.asarray(sim.state.u)
@@ -151,6 +152,7 @@ def test_w_does_not_depend_on_y_in_the_channel(tiny_run):
     assert np.abs(np.sum(n * u[ground], axis=1)).max() < 1e-12 * np.abs(u).max()   # kinematic
 
 
+@pytest.mark.slow
 def test_the_kuhn_mirror_split_is_not_enough():
     """With split mirror_y (only mirror-symmetric about y = 0) w depends on y at O(1): the
     check above can fail."""
@@ -162,6 +164,7 @@ def test_the_kuhn_mirror_split_is_not_enough():
     assert d["relative"] > 1e-2 and d["odd"] < 1e-10
 
 
+@pytest.mark.slow
 def test_verify_uses_the_schar_reference(tmp_path):
     from dycore.checks.verify import plot_verify
     from dycore.timestepping.simulation import run_from_config
@@ -196,6 +199,7 @@ def test_convergence_levels_and_order():
     assert study.orders == pytest.approx([2.0, 2.0, 2.0]) and study.order == pytest.approx(2.0)
 
 
+@pytest.mark.slow
 def test_convergence_study_runs_one_level_and_reuses_finished_files(tmp_path):
     from dycore.checks.convergence import convergence_study
 

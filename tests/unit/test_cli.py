@@ -70,6 +70,7 @@ def test_module_entry_point_version():
     assert proc.stdout.startswith("dycore ")
 
 
+@pytest.mark.slow
 def test_config_prints_resolved_yaml():
     proc = _dycore("config", "configs/mountainwave3d_small.yaml")
     assert proc.returncode == 0, proc.stderr
@@ -81,6 +82,7 @@ def test_config_prints_resolved_yaml():
                          "stability"}
 
 
+@pytest.mark.slow
 def test_config_without_file_prints_defaults_and_reference():
     proc = _dycore("config")
     assert proc.returncode == 0, proc.stderr
@@ -90,6 +92,7 @@ def test_config_without_file_prints_defaults_and_reference():
     assert "| `time.dt` | float (> 0) | `10.0` | s | time step |" in proc.stdout
 
 
+@pytest.mark.slow
 def test_bad_config_exits_2_with_one_line_per_error(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("mesh:\n  nx: 0\n  nxx: 3\ntime:\n  dt: -5.0\n")
@@ -102,6 +105,7 @@ def test_bad_config_exits_2_with_one_line_per_error(tmp_path):
     assert all(line.startswith(f"dycore: error: {bad}: ") for line in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, code, message", [
     (("config", "absent.yaml"), 2, "absent.yaml: configuration file not found"),
     (("run", "absent.yaml", "--steps", "3"), 2, "absent.yaml: configuration file not found"),
@@ -117,6 +121,7 @@ def test_errors_are_one_line(tmp_path, args, code, message):
     assert line.startswith("dycore: error: ") and message in line
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2():
     proc = _dycore("run", "configs/mountainwave3d_small.yaml", "--steps", "0")
     assert proc.returncode == 2 and "expected a positive integer" in proc.stderr
@@ -265,6 +270,7 @@ def test_run_checks_the_output_path_before_building(tmp_path, monkeypatch, capsy
     assert message.format(tmp=tmp_path) in _one_error_line(capsys)
 
 
+@pytest.mark.slow
 def test_t_end_must_be_finite():
     proc = _dycore("run", "configs/mountainwave3d_small.yaml", "--t-end", "inf")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -315,6 +321,7 @@ def test_ignored_backend_settings_are_noticed(tmp_path, monkeypatch, capsys):
     assert err.rstrip().endswith("dycore: error: stopped after the checks")
 
 
+@pytest.mark.slow
 def test_empty_config_file_gets_a_notice(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("")

@@ -60,6 +60,7 @@ def test_verbose_logs_every_timed_stage(tiny, capsys):
     assert f"dycore: debug: configuration: {tiny}\n" in err
 
 
+@pytest.mark.slow
 def test_default_has_no_debug_lines_and_quiet_only_the_result(tiny, capsys):
     assert cli.main(["run", str(tiny)]) == 0
     out, err = capsys.readouterr()
@@ -92,6 +93,7 @@ def test_log_file_gets_debug_lines_and_errors_appended(tiny, capsys):
                    for h in logging.getLogger("dycore").handlers)
 
 
+@pytest.mark.slow
 def test_set_overrides_like_the_file(tiny, capsys):
     assert cli.main(["run", str(tiny), "--set", "time.t_end=30", "--set", "mesh.nx=3",
                      "--set", "output.formats=[netcdf]"]) == 0

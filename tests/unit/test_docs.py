@@ -13,7 +13,7 @@ def test_config_reference_is_up_to_date():
 def _markdown_files():
     root = Path(__file__).resolve().parents[2]
     files = [root / "README.md", *sorted((root / "docs").rglob("*.md")),
-             *sorted((root / "dycore").rglob("*.md"))]
+             *sorted((root / "dycore").rglob("*.md")), *sorted((root / "cases").rglob("*.md"))]
     return root, files
 
 
@@ -23,7 +23,7 @@ def test_relative_links_resolve():
     import re
 
     root, files = _markdown_files()
-    assert root / "dycore" / "cases" / "mountainwave3d" / "README.md" in files
+    assert root / "cases" / "mountainwave3d" / "README.md" in files
     broken, seen = [], 0
     for md in files:
         for target in re.findall(r"\]\(([^)\s]+)\)", md.read_text(encoding="utf-8")):

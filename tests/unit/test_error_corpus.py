@@ -672,7 +672,13 @@ def test_docs_table_agrees_with_the_corpus():
             assert word in message, (case.id, word)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+#: the cases that run steps or draw (a few seconds each): the `slow` lane
+SLOW = {"backend-gpu-keys-on-cpu", "backend-threads-too-many", "plot-png-unwritable",
+        "stability-blow-up", "stability-exceeded"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.id in SLOW else c
+                                  for c in CASES], ids=lambda case: case.id)
 def test_bad_input(case, tmp_path, previous_run, capsys, monkeypatch):
     status, err = run_case(case, tmp_path, previous_run, capsys, monkeypatch)
     assert "Traceback" not in err
@@ -681,3 +687,7 @@ def test_bad_input(case, tmp_path, previous_run, capsys, monkeypatch):
         assert word in err, (word, err)
     for documented in docs_table()[case.id][1].split("<br>"):     # every documented line
         assert any(_matches(documented, line) for line in err.splitlines()), (documented, err)
+
+
+def test_the_slow_lane_names_cases_that_exist():
+    assert SLOW <= {case.id for case in CASES}

@@ -1,7 +1,7 @@
 """CPU / CUDA parity of the element functions: one generated @cuda.jit kernel per function.
 
-The kernels are the loops of :data:`dycore.checks.loops.FEM_CHECKS` (the element-loop contract,
-generated into dycore/checks/fem_gpu_loops.py): each thread copies its element's inputs into
+The kernels are the loops of ``FEM_CHECKS`` (tests/fem_loops.py: the element-loop contract,
+rendered at test time): each thread copies its element's inputs into
 ``cuda.local.array``s, calls the SAME ``@njit`` element function as the CPU path and copies the
 results out (the local-kernel contract of docs/equations.md §6). The CPU side calls the
 functions directly, element by element.  Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``,
@@ -61,10 +61,11 @@ def random_tets(seed, count):
 def launch(name, *args):
     """Run the generated kernel of FEM_CHECKS loop ``name`` on ``args`` (in its parameter
     order); the host copies of every argument afterwards."""
-    from dycore.backend.gpu_kernels import kernel_compiler
-    from dycore.checks import fem_gpu_loops
+    from fem_loops import gpu_module
 
-    kernel = kernel_compiler(False)(fem_gpu_loops.KERNELS[name])
+    from dycore.backend.gpu_kernels import kernel_compiler
+
+    kernel = kernel_compiler(False)(gpu_module().KERNELS[name])
     dargs = [cuda.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
              for a in args]
     kernel[(NTHREADS + BLOCK - 1) // BLOCK, BLOCK](*dargs)

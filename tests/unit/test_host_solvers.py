@@ -1,6 +1,7 @@
 """Host linear solvers: the pressure AMG hierarchy is reproducible and effective on anisotropy."""
 import numpy as np
 import scipy.sparse as sp
+import pytest
 import scipy.sparse.linalg as spla
 
 from dycore.solvers.linear import HostSolver, amg_hierarchy
@@ -30,6 +31,7 @@ def test_amg_hierarchy_is_bitwise_reproducible_and_leaves_the_global_rng_alone()
         assert d.nnz == 0 or abs(d).max() == 0.0
 
 
+@pytest.mark.slow
 def test_amg_preconditioned_cg_is_fast_on_strong_anisotropy():
     """Aggregation must follow the strong direction: CG + V-cycle converges in few iterations
     on a 100:1 anisotropic Laplacian (13,824 unknowns), far fewer than unpreconditioned CG

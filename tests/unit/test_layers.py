@@ -1,18 +1,45 @@
-"""No import runs back up the layers: a folder of dycore/ imports only folders listed before it
-in docs/architecture.md (module-level and function-level imports alike)."""
+"""No import runs back up the layers: a module of dycore/ (a folder, or a top-level module)
+imports only the layers listed before it in docs/architecture.md (module-level and
+function-level imports alike)."""
 import ast
 import re
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "dycore"
+#: the test cases: the top-level folder cases/, imported as dycore.cases (layer "cases")
+CASES = PACKAGE.parent / "cases"
 
-#: the folders in import order (docs/architecture.md); top-level modules sit outside it
-ORDER = ("mesh", "fem", "assembly", "backend", "solvers", "physics", "cases", "diagnostics", "io",
-         "timestepping", "checks", "parallel", "bench")
+#: the layers in import order (docs/architecture.md's module map): folders of dycore/ and the
+#: top-level modules (``dycore/__init__.py``, which imports its public names on first use, sits
+#: above all of them)
+ORDER = ("dtypes", "errors", "mesh", "fem", "assembly", "backend", "solvers", "physics", "cases",
+         "config", "diagnostics", "io", "preflight", "api", "timestepping", "checks", "validate",
+         "parallel", "bench", "doctor", "cli", "__main__")
+
+#: the one known import back up the layers, being removed: parallel/cli_run.py imports
+#: dycore.cli (the MPI run prints its XDMF message through the CLI's helper). While it is there
+#: the test is an expected failure naming it; any other upward import fails. Once it is gone
+#: the test passes, and this constant and the xfail below can go.
+KNOWN_CIRCLE = ("dycore/parallel/cli_run.py", "dycore.cli")
 
 
-def imported_folders(path: Path):
-    """(line, module) of every ``dycore.<folder>...`` import in ``path``."""
+def layer_of(path: Path) -> str:
+    """The layer of a module file of the package: its folder, or its own name at the top."""
+    if path.is_relative_to(CASES):
+        return "cases"
+    rel = path.relative_to(PACKAGE).parts
+    return rel[0] if len(rel) > 1 else path.stem
+
+
+def module_files():
+    """Every module file of the package: dycore/ and the cases in cases/."""
+    return sorted(PACKAGE.rglob("*.py")) + sorted(CASES.rglob("*.py"))
+
+
+def imported_layers(path: Path):
+    """(line, module) of every ``dycore.<layer>...`` import in ``path``."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
@@ -29,36 +56,60 @@ def imported_folders(path: Path):
 
 
 def upward_imports():
+    """``(file, line, module)`` of every import of a layer above the importing file's."""
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).parts
-        if len(rel) < 2:
-            continue                                   # a top-level module
-        assert rel[0] in ORDER, f"dycore/{rel[0]}/ is missing from ORDER and the module map"
-        me = ORDER.index(rel[0])
-        for line, name in imported_folders(path):
-            if ORDER.index(name.split(".")[1]) > me:
-                found.append(f"dycore/{'/'.join(rel)}:{line} imports {name}")
+    for path in module_files():
+        if path == PACKAGE / "__init__.py":
+            continue
+        me = layer_of(path)
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        assert me in ORDER, f"{rel}: layer {me!r} is missing from ORDER"
+        for line, name in imported_layers(path):
+            if ORDER.index(name.split(".")[1]) > ORDER.index(me):
+                found.append((rel, line, name))
     return found
 
 
-def test_every_folder_is_in_the_order_and_in_the_module_map():
-    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders == set(ORDER)
+def test_every_layer_is_in_the_order_and_in_the_module_map():
+    layers = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    layers |= {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    assert layers == set(ORDER)
     text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
-    positions = [re.search(rf"^dycore/{f}/", text, re.M).start() for f in ORDER]
-    assert positions == sorted(positions), "docs/architecture.md lists the folders in ORDER"
+    positions = []
+    for layer in ORDER:
+        match = re.search(rf"^dycore/{re.escape(layer)}(/|\.py)", text, re.M)
+        assert match, f"docs/architecture.md's module map does not list dycore/{layer}"
+        positions.append(match.start())
+    assert positions == sorted(positions), "docs/architecture.md lists the layers in ORDER"
 
 
 def test_no_import_runs_back_up_the_layers():
-    assert upward_imports() == []
+    found = upward_imports()
+    if found and all((f, name) == KNOWN_CIRCLE for f, _, name in found):
+        pytest.xfail(f"the known cli circle: {found}")
+    assert found == []
 
 
 def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
-    """The walker finds function-level and ``from dycore import`` forms (so the test can fail)."""
+    """The walker finds function-level and ``from dycore import`` forms (so the test can fail),
+    for folders and top-level modules alike."""
     src = tmp_path / "m.py"
     src.write_text("def f():\n    from dycore.io.netcdf import open_output\n"
-                   "from dycore import timestepping\nimport dycore.solvers.krylov\n")
-    assert list(imported_folders(src)) == [(3, "dycore.timestepping"),
-                                           (4, "dycore.solvers.krylov"),
-                                           (2, "dycore.io.netcdf")]
+                   "from dycore import timestepping\nimport dycore.solvers.krylov\n"
+                   "from dycore.config import load_config\nfrom dycore import __version__\n")
+    assert list(imported_layers(src)) == [(3, "dycore.timestepping"),
+                                          (4, "dycore.solvers.krylov"),
+                                          (5, "dycore.config"),
+                                          (2, "dycore.io.netcdf")]
+    fake = tmp_path / "dycore"
+    (fake / "io").mkdir(parents=True)
+    (fake / "io" / "w.py").write_text("from dycore.preflight import check_memory\n")
+    (fake / "errors.py").write_text("def f():\n    import dycore.cli\n")
+    (fake / "cli.py").write_text("from dycore.io import w\n")
+    (tmp_path / "cases" / "a").mkdir(parents=True)
+    (tmp_path / "cases" / "a" / "__init__.py").write_text("import dycore.io.netcdf\n")
+    monkeypatch.setitem(globals(), "PACKAGE", fake)
+    monkeypatch.setitem(globals(), "CASES", tmp_path / "cases")
+    assert upward_imports() == [("dycore/errors.py", 2, "dycore.cli"),
+                                ("dycore/io/w.py", 1, "dycore.preflight"),
+                                ("cases/a/__init__.py", 1, "dycore.io.netcdf")]

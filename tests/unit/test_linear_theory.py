@@ -101,6 +101,7 @@ def test_fft_synthesis_matches_direct_summation_and_is_symmetric():
         theory.plane(4000.0, [100.0], [0.0])                     # not on the grid
 
 
+@pytest.mark.slow
 def test_converges_with_the_synthesis_period():
     """Doubling the x period changes the y = 0 section by a few 1e-3 at 2048 km (the default is
     4096 km: 7.5e-4 against 8192 x 512 km; docs/verify.md)."""

@@ -372,6 +372,7 @@ def test_mirror_split_conforming_positive_checked(mirrored_mesh):
                                   np.sort(b.view("f8,f8,f8"), axis=1))
 
 
+@pytest.mark.slow
 def test_mirror_split_paper_size_is_conforming():
     spec = GridSpec(nx=48, ny=48, nz=40, lx=60000.0, ly=60000.0, lz=16000.0,
                     dx_min=250.0, dz_min=125.0)
@@ -422,6 +423,7 @@ def test_core_graded_nodes_uniform_core_and_graded_outside():
         core_graded_nodes(75, -30000.0, 30000.0, -12000.0, 12000.0, 400.0)
 
 
+@pytest.mark.slow
 def test_gridspec_core_mesh():
     spec = GridSpec(nx=30, ny=24, nz=14, lx=LX, ly=LY, lz=LZ, dx_min=250.0, dz_min=125.0,
                     core_x=(-8000.0, 12000.0), core_y_half=8000.0, core_dx=1000.0,

@@ -303,6 +303,7 @@ def test_build_config_mesh_reads_the_file(tmp_path, gen, monkeypatch):
                       exact_numbering=True)
 
 
+@pytest.mark.slow
 def test_dycore_run_reports_a_bad_mesh_in_one_line(tmp_path):
     cfg = tmp_path / "run.yaml"
     cfg.write_text("mesh: {file: missing.msh}\ntime: {dt: 10, t_end: 10}\n"

@@ -40,6 +40,7 @@ def _write(path):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")   # its ioos_sos checker, loaded too
 def test_compliance_checker_cf18(tmp_path):
     from compliance_checker.runner import CheckSuite, ComplianceChecker

@@ -110,6 +110,7 @@ def _write_run(path, coords, tets, w):
         writer.write_snapshot(1500.0, {"w": w})
 
 
+@pytest.mark.slow
 def test_plot_w_writes_png(tmp_path):
     coords, tets = box_mesh(16, 16, 8, terrain=_bump)
     w = np.sin(coords[:, 0]) * np.cos(coords[:, 2])
@@ -143,6 +144,7 @@ def test_nice_interval_and_window():
     assert _window(None, -3.0, 3.0) == (-3.0, 3.0)
 
 
+@pytest.mark.slow
 def test_plot_field_at_a_time_and_the_diagnostics(tmp_path):
     from dycore.io.netcdf import read_last_snapshot
     from dycore.io.plot import plot_diagnostics

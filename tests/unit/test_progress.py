@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dycore.timestepping.progress import Progress
 
 
@@ -45,6 +47,7 @@ def test_bar_on_a_terminal_and_nothing_when_disabled(caplog):
     assert quiet.getvalue() == "" and not caplog.records
 
 
+@pytest.mark.slow
 def test_dycore_run_into_a_pipe_logs_plain_lines(tmp_path):
     config = tmp_path / "tiny.yaml"
     config.write_text("mesh: {nx: 4, ny: 4, nz: 3}\ntime: {dt: 10.0, t_end: 30.0}\n"

@@ -1,4 +1,4 @@
-"""The steady linear reference of the Schär case (dycore/cases/schar/linear_theory.py), tested
+"""The steady linear reference of the Schär case (cases/schar/linear_theory.py), tested
 as the 3-D reference is: the ground condition, the mode-wise residual, the regime's physics."""
 import math
 
@@ -90,6 +90,7 @@ def test_hydrostatic_limit_for_a_wide_mountain():
     assert 1e-5 < rel < 5e-3
 
 
+@pytest.mark.slow
 def test_quadrature_step_converged():
     """The default dk = 1e-6 against dk = 1e-7 (converged to ~1.5e-6): about 7e-5 apart."""
     x = np.arange(-15_000.0, 15_000.0 + 1, 250.0)

@@ -32,6 +32,7 @@ def _operator_arrays(sim) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_second_build_loads_bitwise_and_steps_identically(tmp_path):
     plain = Simulation(_config(), setup_cache=False)
     first = Simulation(_config(), setup_cache=tmp_path)
@@ -144,6 +145,8 @@ def test_off_means_always_build(tmp_path):
     assert built == [1, 1] and c.misses == ["x", "x"] and c.folder is None
 
 
+@pytest.mark.slow
+@pytest.mark.gpu_sim
 def test_device_solvers_take_the_amg_hierarchy_from_the_cache(tmp_path):
     """Device solver mode (simulator): the second build loads the pressure hierarchy, and it
     is the hierarchy PyAMG builds afresh, bit for bit."""
@@ -160,3 +163,19 @@ def test_device_solvers_take_the_amg_hierarchy_from_the_cache(tmp_path):
     for key, value in fresh.items():
         assert np.array_equal(value, stored[key]), key
     assert second.systems.amg_sizes == first.systems.amg_sizes
+
+
+def test_the_key_covers_the_source_of_the_cases():
+    """The cases live in the top-level cases/ folder: their source is part of the key (a
+    changed terrain normal must not read an old operator)."""
+    from pathlib import Path
+
+    from dycore.io.setup_cache import SOURCE_FOLDERS, source_files
+
+    root = Path(__file__).resolve().parents[2]
+    files = dict(source_files())
+    assert files["cases/schar/__init__.py"] == root / "cases" / "schar" / "__init__.py"
+    assert files["cases/_background.py"] == root / "cases" / "_background.py"
+    assert files["assembly/weak_forms.py"] == root / "dycore" / "assembly" / "weak_forms.py"
+    assert {name.split("/")[0] for name in files} == set(SOURCE_FOLDERS)
+    assert not any("dycore/cases" in str(p) for p in files.values())   # not the source-tree loader

@@ -72,6 +72,7 @@ def synthetic(tmp_path_factory):
     return path, theory
 
 
+@pytest.mark.slow
 def test_verify_of_linear_theory_itself_is_exact_up_to_p1_interpolation(synthetic, tmp_path,
                                                                         monkeypatch, capsys):
     """Error model: for a tetrahedron with vertices v_i holding p with barycentric weights
@@ -113,6 +114,7 @@ def test_verify_of_linear_theory_itself_is_exact_up_to_p1_interpolation(syntheti
     assert report["summit"]["x"] == 0 and report["summit"]["y"] == 0
 
 
+@pytest.mark.slow
 def test_verify_falls_back_to_the_last_snapshot(synthetic, monkeypatch):
     path, _ = synthetic
     monkeypatch.setattr(verify_mod, "THEORY_GRID", GRID)
@@ -120,6 +122,7 @@ def test_verify_falls_back_to_the_last_snapshot(synthetic, monkeypatch):
     assert "using the last snapshot only" in result.note and result.times == [7000.0]
 
 
+@pytest.mark.slow
 def test_half_width_restricts_every_metric_to_the_window(synthetic, tmp_path, monkeypatch,
                                                          capsys):
     path, _ = synthetic

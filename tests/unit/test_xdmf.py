@@ -146,6 +146,7 @@ def test_boundary_tags_from_normals_are_the_generators(tmp_path, capsys):
     assert ground[..., 2].max() > 100.0                       # the mountain is in it
 
 
+@pytest.mark.slow
 def test_run_writes_the_series_live_and_a_killed_run_keeps_it(tmp_path):
     """SIGKILL in the worst place: the fourth snapshot's data file is written, the XML that
     would name it is not. The XDMF names the three finished snapshots (t = 0, 10, 20 s); VTK
@@ -201,6 +202,7 @@ def test_export_options_and_errors(tmp_path, capsys):
         cli.main(["export", str(nc)])
 
 
+@pytest.mark.slow
 def test_existing_series_is_refused_before_the_run_and_replaced_with_overwrite(tmp_path,
                                                                                 capsys):
     out = tmp_path / "out.nc"

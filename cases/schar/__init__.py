@@ -11,7 +11,7 @@ are free-slip (strong no normal flow, like the ground and the lid); on a mesh mi
 about y = 0 the flow has no y-dependence (docs/verify.md measures it). See README.md beside this
 file; the steady linear reference is :mod:`dycore.cases.schar.linear_theory`.
 
-Public API (the case interface, ``dycore/cases/__init__.py``)
+Public API (the case interface, ``cases/__init__.py``)
 -------------------------------------------------------------
 ``NAME``, ``Parameters``, ``terrain``, ``terrain_dhdx``, ``ground_normals``, ``build_mesh``,
 ``check_mesh``, ``sponge``, ``theta_bar``, ``dtheta_bar_dz``, ``q_v_ref``, ``reference_state``,
