@@ -15,14 +15,8 @@ CASES = PACKAGE.parent / "cases"
 #: top-level modules (``dycore/__init__.py``, which imports its public names on first use, sits
 #: above all of them)
 ORDER = ("dtypes", "errors", "mesh", "fem", "assembly", "backend", "solvers", "physics", "cases",
-         "config", "diagnostics", "io", "preflight", "api", "timestepping", "checks", "validate",
-         "parallel", "bench", "doctor", "cli", "__main__")
-
-#: the one known import back up the layers, being removed: parallel/cli_run.py imports
-#: dycore.cli (the MPI run prints its XDMF message through the CLI's helper). While it is there
-#: the test is an expected failure naming it; any other upward import fails. Once it is gone
-#: the test passes, and this constant and the xfail below can go.
-KNOWN_CIRCLE = ("dycore/parallel/cli_run.py", "dycore.cli")
+         "config", "diagnostics", "io", "preflight", "api", "timestepping", "checks", "parallel",
+         "bench", "doctor", "cli", "__main__")
 
 
 def layer_of(path: Path) -> str:
@@ -84,10 +78,7 @@ def test_every_layer_is_in_the_order_and_in_the_module_map():
 
 
 def test_no_import_runs_back_up_the_layers():
-    found = upward_imports()
-    if found and all((f, name) == KNOWN_CIRCLE for f, _, name in found):
-        pytest.xfail(f"the known cli circle: {found}")
-    assert found == []
+    assert upward_imports() == []
 
 
 def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
