@@ -5,7 +5,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "dycore"
 #: the test cases: the top-level folder cases/, imported as dycore.cases (layer "cases")
