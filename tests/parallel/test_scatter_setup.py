@@ -84,11 +84,11 @@ class _Comm:
 
 
 def test_a_build_error_on_rank_0_is_sent_to_and_raised_on_every_rank(monkeypatch, systems):
-    import dycore.timestepping.simulation as simulation
+    import dycore.parallel.simulation as parallel_simulation
 
     def broken(*args, **kwargs):
         raise ConfigError("mesh.file: no such file")
-    monkeypatch.setattr(simulation, "Simulation", broken)
+    monkeypatch.setattr(parallel_simulation, "Simulation", broken)   # the serial build
     comm = _Comm(0, 3)
     cfg = systems["sim"].config
     serial, part, err = DistributedSimulation._scatter_setup(cfg, comm, None)
