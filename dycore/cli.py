@@ -26,34 +26,29 @@ __all__ = ["main", "build_parser"]
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def _positive_int(text: str) -> int:
+def _number(text: str, convert, what: str, ok, what_ok: str):
+    """``convert(text)`` for an argparse ``type``: "expected WHAT" when it does not convert,
+    "expected WHAT_OK" when ``ok(value)`` is false (argparse prints the message)."""
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {what_ok}, got {text!r}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _number(text, int, "a positive integer", lambda v: v >= 1, "a positive integer")
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
-    return value
+    return _number(text, float, "a positive number", lambda v: v > 0 and math.isfinite(v),
+                   "a positive finite number")
 
 
 def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
+    return _number(text, float, "a number", math.isfinite, "a finite number")
 
 
 def _block_size(text: str) -> int:
