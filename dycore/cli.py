@@ -713,9 +713,33 @@ def _add_verify(parser: argparse.ArgumentParser) -> None:
                                             "output/convergence)")
 
 
+def _check_reports(args: argparse.Namespace, inputs: dict, example: str) -> None:
+    """Refuse the ``--json`` / ``--png`` files of ``dycore verify`` before the work: an image
+    format matplotlib cannot write, an input (``inputs``: flag -> path), an existing file
+    without ``--overwrite``, a path that cannot be written (``example``: the file name the
+    message suggests, EXAMPLE.json / EXAMPLE.png)."""
+    from dycore.preflight import check_output_path
+
+    _check_image_path("--png", args.png)
+    _check_writes({"--json": args.json, "--png": args.png}, inputs, overwrite=args.overwrite)
+    for flag, out in (("--json", args.json), ("--png", args.png)):
+        if out is not None:
+            check_output_path(out, overwrite=True, name=flag, example=f"{example}.{flag[2:]}")
+
+
+def _print_reports(args: argparse.Namespace, table: str, write_json, plot) -> int:
+    """Print ``table``, then write ``--json`` (``write_json(path)``) and ``--png``
+    (``plot(path)``) where given, printing the paths written."""
+    print(table, end="")
+    if args.json is not None:
+        print(f"json: {write_json(args.json)}")
+    if args.png is not None:
+        print(f"png: {plot(args.png)}")
+    return EXIT_OK
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from dycore.checks.verify import plot_verify, verify, write_json
-    from dycore.preflight import check_output_path
 
     if args.half_width is not None and not 0.0 < args.half_width <= 20000.0:
         print(f"dycore verify: error: argument --half-width: expected a width in (0, 20000] m "
@@ -727,36 +751,21 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_CONFIG_ERROR
     if args.convergence is not None:
         return _cmd_convergence(args)
-    _check_image_path("--png", args.png)
-    _check_writes({"--json": args.json, "--png": args.png},
-                  {"FILE (the output file read)": args.file}, overwrite=args.overwrite)
-    for flag, out in (("--json", args.json), ("--png", args.png)):   # before the work
-        if out is not None:
-            check_output_path(out, overwrite=True, name=flag, example=f"verify.{flag[2:]}")
+    _check_reports(args, {"FILE (the output file read)": args.file}, "verify")
     result = verify(args.file, t_start=args.t_start, keep_fields=args.png is not None,
                     half_width=args.half_width)
-    print(result.table(), end="")
-    if args.json is not None:
-        print(f"json: {write_json(result, args.json)}")
-    if args.png is not None:
-        print(f"png: {plot_verify(result, args.png)}")
-    return EXIT_OK
+    return _print_reports(args, result.table(), lambda path: write_json(result, path),
+                          lambda path: plot_verify(result, path))
 
 
 def _cmd_convergence(args: argparse.Namespace) -> int:
     from dycore.checks.convergence import convergence_study, plot_convergence
-    from dycore.preflight import check_output_path
 
     if args.levels < 3:
         print(f"dycore verify: error: argument --levels: expected at least 3 meshes to fit an "
               f"order (got {args.levels})", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    _check_image_path("--png", args.png)
-    _check_writes({"--json": args.json, "--png": args.png},
-                  {"CONFIG": args.convergence}, overwrite=args.overwrite)
-    for flag, out in (("--json", args.json), ("--png", args.png)):
-        if out is not None:
-            check_output_path(out, overwrite=True, name=flag, example=f"convergence.{flag[2:]}")
+    _check_reports(args, {"CONFIG": args.convergence}, "convergence")
     study = convergence_study(args.convergence, levels=args.levels, workdir=args.workdir,
                               t_start=args.t_start, half_width=args.half_width,
                               only_level=args.level, norm=args.norm,
@@ -764,12 +773,8 @@ def _cmd_convergence(args: argparse.Namespace) -> int:
                                   ("backend.name", args.backend),
                                   ("backend.solver_mode", args.solver_mode))
                                   if value is not None})
-    print(study.table(), end="")
-    if args.json is not None:
-        print(f"json: {study.write_json(args.json)}")
-    if args.png is not None:
-        print(f"png: {plot_convergence(study, args.png)}")
-    return EXIT_OK
+    return _print_reports(args, study.table(), study.write_json,
+                          lambda path: plot_convergence(study, path))
 
 
 # -------------------------------------------------------------------------------- doctor
