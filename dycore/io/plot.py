@@ -538,7 +538,7 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, field: str =
     Returns
     -------
     Path
-        The PNG written.
+        The PNG written: two panels, the vertical section on the left.
 
     Raises
     ------
