@@ -675,8 +675,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _add_verify(parser: argparse.ArgumentParser) -> None:
     """Compare the time-mean w of FILE (snapshots with t >= --t-start, else the last one) with
     the steady non-hydrostatic linear solution of the case recorded in FILE (mountainwave3d:
-    Smith 1980, 3-D; schar: Schär et al. 2002, 2-D) on the section y = 0 (z = 1-9 km) and at z
-    = 2, 4, 6 km (planes in 3-D, lines in 2-D): nRMS, correlation, peak ratios, the
+    Smith 1980, 3-D; schar: Schär et al. 2002, 2-D) on the section y = 0 (z = 1-9 km) and
+    at z = 2, 4, 6 km (planes in 3-D, lines in 2-D): nRMS, correlation, peak ratios, the
     antisymmetric part about y = 0 (3-D) or the y-dependence of w (2-D) and |w| at the summit
     node. With --convergence CONFIG, run the case of CONFIG on --levels meshes refined by 2 and
     fit the order of the w error (docs/verify.md)."""
