@@ -1,9 +1,10 @@
 """The ``dycore`` command line: ``dycore run | plot | export | config | validate | bench | verify
 | mesh | doctor``.
 
-Each subcommand is one ``_add_<name>(subparsers)`` function that defines its arguments and sets
-its handler; :data:`_COMMANDS` lists them, so a new subcommand (``validate``, ``bench``) is one
-function plus one entry. Every :class:`~dycore.errors.DycoreError` is reported as
+Each subcommand is one ``_add_<name>(parser)`` function that defines its arguments (its docstring
+is the subcommand's description) and one ``_cmd_<name>(args)`` handler; :data:`_COMMANDS` lists
+them with the one-line help, so a new subcommand (``validate``, ``bench``) is two functions plus
+one entry. Every :class:`~dycore.errors.DycoreError` is reported as
 ``dycore: error: <message>`` on stderr (one line per line of the message, e.g. one per invalid
 configuration key), without a traceback; exit status 2 for configuration errors, 1 for others;
 ``dycore doctor`` exits 3 when a GPU run cannot work here. ``-v`` / ``-q`` / ``--log-file`` work
@@ -26,34 +27,29 @@ __all__ = ["main", "build_parser"]
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def _positive_int(text: str) -> int:
+def _number(text: str, convert, what: str, ok, what_ok: str):
+    """``convert(text)`` for an argparse ``type``: "expected WHAT" when it does not convert,
+    "expected WHAT_OK" when ``ok(value)`` is false (argparse prints the message)."""
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {what_ok}, got {text!r}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _number(text, int, "a positive integer", lambda v: v >= 1, "a positive integer")
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
-    return value
+    return _number(text, float, "a positive number", lambda v: v > 0 and math.isfinite(v),
+                   "a positive finite number")
 
 
 def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
+    return _number(text, float, "a number", math.isfinite, "a finite number")
 
 
 def _block_size(text: str) -> int:
@@ -92,16 +88,33 @@ def _check_writes(outputs: dict, inputs: dict, *, overwrite: bool | None = None)
                 raise OutputError(f"{out}: {flag} file exists; pass --overwrite to replace it")
 
 
+#: the positional inputs of the subcommands: metavar, help
+_INPUTS = {"config": ("CONFIG", "YAML configuration file"),
+           "file": ("FILE", "netCDF output of 'dycore run'")}
+
+
+def _add_input(parser: argparse.ArgumentParser, name: str, *, optional: bool = False,
+               note: str = "") -> None:
+    """The positional ``config`` or ``file`` of :data:`_INPUTS` (a Path; ``optional``: it may be
+    left out), ``note`` appended to its help."""
+    metavar, what = _INPUTS[name]
+    parser.add_argument(name, type=Path, metavar=metavar, nargs="?" if optional else None,
+                        help=what + note)
+
+
+def _add_overwrite(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--overwrite``: "replace WHAT (default: refuse)"."""
+    parser.add_argument("--overwrite", action="store_true",
+                        help=f"replace {what} (default: refuse)")
+
+
 # ----------------------------------------------------------------------------------- run
-def _add_run(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "run", help="run a simulation from a YAML configuration",
-        description="Run the case of CONFIG and write its netCDF output (and, with "
-                    "output.formats: [netcdf, xdmf], an XDMF series for ParaView, with "
-                    "output.sections 2-D UGRID section files, both snapshot by snapshot); "
-                    "print the stage-timer table and the output path at the end. Options "
-                    "override the file.")
-    parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
+def _add_run(parser: argparse.ArgumentParser) -> None:
+    """Run the case of CONFIG and write its netCDF output (and, with output.formats: [netcdf,
+    xdmf], an XDMF series for ParaView, with output.sections 2-D UGRID section files, both
+    snapshot by snapshot); print the stage-timer table and the output path at the end. Options
+    override the file."""
+    _add_input(parser, "config")
     parser.add_argument("--steps", type=_positive_int, metavar="N",
                         help="stop after N time steps (default: run to time.t_end)")
     parser.add_argument("--t-end", type=_positive_float, metavar="SECONDS",
@@ -120,9 +133,7 @@ def _add_run(subparsers) -> None:
                         help="NVTX ranges around every timed stage, named as the stage timers, "
                              "for Nsight Systems (same as DYCORE_NVTX=1; needs CuPy or the nvtx "
                              "package, a notice otherwise)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the output file (and its XDMF export) if it exists "
-                             "(default: refuse)")
+    _add_overwrite(parser, "the output file (and its XDMF export) if it exists")
     parser.add_argument("--restart", type=_restart_arg, metavar="FILE[@TIME]",
                         help="continue the run from a snapshot of FILE (output of an earlier or "
                              "killed run with the same configuration, or its checkpoint "
@@ -131,7 +142,6 @@ def _add_run(subparsers) -> None:
                              "complete one (or the checkpoint when later, or when FILE cannot be "
                              "read). Appends to FILE when the output path is FILE; --output NEW "
                              "writes a new file instead")
-    parser.set_defaults(handler=_cmd_run)
 
 
 def _restart_arg(text: str) -> tuple[Path, float | None]:
@@ -355,18 +365,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------- plot
-def _add_plot(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "plot", help="plot a field of an output file (default w at the last snapshot)",
-        description="Plot a node field (default w) of FILE on the vertical plane y = 0 and on "
-                    "the horizontal plane z = Z-LEVEL: filled colours chosen from the window "
-                    "shown (a symmetric scale around 0 for the perturbations v, w, p, "
-                    "theta_prime; the field's own range for u and the mixing ratios), contour "
-                    "lines at a fixed interval (in the field's units), the "
-                    "terrain on both (grey below the vertical plane; brown height contours on "
-                    "the horizontal one, grey where the ground rises above it). --diagnostics "
-                    "plots the per-step diagnostics instead.")
-    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
+def _add_plot(parser: argparse.ArgumentParser) -> None:
+    """Plot a node field (default w) of FILE on the vertical plane y = 0 and on the horizontal
+    plane z = Z-LEVEL: filled colours chosen from the window shown (a symmetric scale around 0
+    for the perturbations v, w, p, theta_prime; the field's own range for u and the mixing
+    ratios), contour lines at a fixed interval (in the field's units), the terrain on both
+    (grey below the vertical plane; brown height contours on the horizontal one, grey where the
+    ground rises above it). --diagnostics plots the per-step diagnostics instead."""
+    _add_input(parser, "file")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="image to write (default: FILE's stem + '_FIELD.png' beside FILE)")
     parser.add_argument("--field", default="w", metavar="NAME",
@@ -389,7 +395,6 @@ def _add_plot(subparsers) -> None:
     parser.add_argument("--diagnostics", action="store_true",
                         help="plot the per-step diagnostics (max|w|, kinetic energy, max|div u|, "
                              "iterations) against time instead")
-    parser.set_defaults(handler=_cmd_plot)
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -413,26 +418,20 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------------- export
-def _add_export(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "export", help="convert an output file for ParaView (XDMF + HDF5)",
-        description="Write every snapshot of FILE as an XDMF time series (FILE's stem + .xdmf, "
-                    "with the HDF5 data in the folder FILE-stem_xdmf beside it) that ParaView "
-                    "and VTK open: the tetrahedral mesh with the node arrays u, v, w, p, "
-                    "theta_prime, q_v, q_c, q_r and the vector velocity (units as metadata), "
-                    "and the boundary triangles with face_tag (1 = ground: the terrain). A run "
-                    "with output.formats: [netcdf, xdmf] writes the same series as it goes.")
-    parser.add_argument("file", type=Path, metavar="FILE", help="netCDF output of 'dycore run'")
+def _add_export(parser: argparse.ArgumentParser) -> None:
+    """Write every snapshot of FILE as an XDMF time series (FILE's stem + .xdmf, with the HDF5
+    data in the folder FILE-stem_xdmf beside it) that ParaView and VTK open: the tetrahedral
+    mesh with the node arrays u, v, w, p, theta_prime, q_v, q_c, q_r and the vector velocity
+    (units as metadata), and the boundary triangles with face_tag (1 = ground: the terrain). A
+    run with output.formats: [netcdf, xdmf] writes the same series as it goes."""
+    _add_input(parser, "file")
     formats = parser.add_mutually_exclusive_group(required=True)
     formats.add_argument("--xdmf", action="store_true",
                          help="XDMF 3 + HDF5 time series (ParaView: XDMF Reader)")
     parser.add_argument("--out", type=Path, metavar="PATH",
                         help="the .xdmf file to write (default: FILE with suffix .xdmf); the "
                              "HDF5 data goes into the folder <stem>_xdmf beside it")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing .xdmf file and its data folder (default: "
-                             "refuse)")
-    parser.set_defaults(handler=_cmd_export)
+    _add_overwrite(parser, "an existing .xdmf file and its data folder")
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -444,24 +443,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------- mesh
-def _add_mesh(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "mesh", help="write the mesh a configuration describes to a mesh file (gmsh, VTU, ...)",
-        description="Build the mesh of CONFIG (generated, or read from mesh.file) and write it "
-                    "with its boundary tags: gmsh .msh with the physical groups ground, top, "
-                    "west, east, south, north (what mesh.file reads back, docs/mesh.md), or any "
-                    "other format meshio writes (by the extension of --out, tags as the cell "
-                    "data face_tag), to inspect it in gmsh or ParaView or to start a mesh "
-                    "of your own from it.")
-    parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
+def _add_mesh(parser: argparse.ArgumentParser) -> None:
+    """Build the mesh of CONFIG (generated, or read from mesh.file) and write it with its
+    boundary tags: gmsh .msh with the physical groups ground, top, west, east, south, north
+    (what mesh.file reads back, docs/mesh.md), or any other format meshio writes (by the
+    extension of --out, tags as the cell data face_tag), to inspect it in gmsh or ParaView or
+    to start a mesh of your own from it."""
+    _add_input(parser, "config")
     parser.add_argument("--out", type=Path, metavar="PATH",
                         help="file to write (default: CONFIG's stem + .msh in the working "
                              "directory)")
     parser.add_argument("--msh-version", choices=("2.2", "4.1"), default="2.2",
                         help="gmsh format version of a .msh file (default 2.2)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing file (default: refuse)")
-    parser.set_defaults(handler=_cmd_mesh)
+    _add_overwrite(parser, "an existing file")
 
 
 def _cmd_mesh(args: argparse.Namespace) -> int:
@@ -489,20 +483,16 @@ def _cmd_mesh(args: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------------- config
-def _add_config(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "config", help="print a resolved configuration or the key reference",
-        description="Print CONFIG with every default filled in (all defaults without CONFIG), "
-                    "or with --reference the Markdown reference of every key.")
-    parser.add_argument("config", type=Path, nargs="?", metavar="CONFIG",
-                        help="YAML configuration file")
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    """Print CONFIG with every default filled in (all defaults without CONFIG), or with
+    --reference the Markdown reference of every key."""
+    _add_input(parser, "config", optional=True)
     parser.add_argument("--reference", action="store_true",
                         help="print the key reference (Markdown tables: key, type, default, "
                              "unit, description)")
     parser.add_argument("--schema", action="store_true",
                         help="print the JSON Schema of a configuration file (from the "
                              "pydantic models), for editors that check YAML")
-    parser.set_defaults(handler=_cmd_config)
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
@@ -529,17 +519,14 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------ validate
-def _add_validate(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "validate", help="compare the GPU backend with the CPU path on one configuration",
-        description="Build CONFIG on the CPU and on the GPU (host solvers), compare every "
-                    "assembly kernel on the (perturbed) initial state, step both and compare "
-                    "every field at each output time; write a text/JSON report, a netCDF of the GPU - CPU "
-                    "fields and a PNG of |dw| on y = 0 into --output-dir. GPU assembly and "
-                    "strict FP come from the file's backend section when set there, else "
-                    "deterministic + strict (bitwise mode). Exit status 1 when a difference "
-                    "exceeds the tolerance.")
-    parser.add_argument("config", type=Path, metavar="CONFIG", help="YAML configuration file")
+def _add_validate(parser: argparse.ArgumentParser) -> None:
+    """Build CONFIG on the CPU and on the GPU (host solvers), compare every assembly kernel on
+    the (perturbed) initial state, step both and compare every field at each output time; write
+    a text/JSON report, a netCDF of the GPU - CPU fields and a PNG of |dw| on y = 0 into
+    --output-dir. GPU assembly and strict FP come from the file's backend section when set
+    there, else deterministic + strict (bitwise mode). Exit status 1 when a difference exceeds
+    the tolerance."""
+    _add_input(parser, "config")
     parser.add_argument("--t-end", type=_positive_float, metavar="SECONDS",
                         help="override time.t_end [s]")
     parser.add_argument("--steps", type=_positive_int, metavar="N",
@@ -565,7 +552,6 @@ def _add_validate(subparsers) -> None:
                         help="steps of the restart check, restarted at N/2 (default: 20)")
     parser.add_argument("--restart-modes", default="device,host", metavar="LIST",
                         help="solver modes of the restart check (default: device,host)")
-    parser.set_defaults(handler=_cmd_validate)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -618,17 +604,12 @@ def _split_checks(text: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------- bench
-def _add_bench(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "bench", help="time element kernels, assembly, the time step and its scaling",
-        description="Benchmark tables (measured ones: docs/performance.md): standalone element "
-                    "kernels (GPU, @njit on 1 core and all cores, GB/s against the measured copy "
-                    "bandwidth), "
-                    "tracer CSR assembly variants, the per-stage time of a step per backend "
-                    "variant, and the step at several mesh sizes. GPU columns appear only where "
-                    "a GPU is usable.")
-    parser.add_argument("config", type=Path, nargs="?", metavar="CONFIG",
-                        help="YAML configuration file (default: all defaults)")
+def _add_bench(parser: argparse.ArgumentParser) -> None:
+    """Benchmark tables (measured ones: docs/performance.md): standalone element kernels (GPU,
+    @njit on 1 core and all cores, GB/s against the measured copy bandwidth), tracer CSR
+    assembly variants, the per-stage time of a step per backend variant, and the step at
+    several mesh sizes. GPU columns appear only where a GPU is usable."""
+    _add_input(parser, "config", optional=True, note=" (default: all defaults)")
     parser.add_argument("--paths", choices=("cpu", "gpu", "both"), default=None,
                         help="code paths to time (default: both; the GPU only where usable)")
     parser.add_argument("--backend", choices=("cpu", "gpu", "both"), default=None,
@@ -659,7 +640,6 @@ def _add_bench(subparsers) -> None:
                         help="skip CPU scaling runs above N tetrahedra (default: 150000)")
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="also write every result and table to FILE as JSON")
-    parser.set_defaults(handler=_cmd_bench)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -692,26 +672,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------------- verify
-def _add_verify(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "verify", help="compare w of an output with its case's steady linear theory",
-        description="Compare the time-mean w of FILE (snapshots with t >= --t-start, else the "
-                    "last one) with the steady non-hydrostatic linear solution of the case "
-                    "recorded in FILE (mountainwave3d: Smith 1980, 3-D; schar: Schär et al. "
-                    "2002, 2-D) on the section y = 0 (z = 1-9 km) and at z = 2, 4, 6 km (planes "
-                    "in 3-D, lines in 2-D): nRMS, correlation, peak ratios, the antisymmetric "
-                    "part about y = 0 (3-D) or the y-dependence of w (2-D) and |w| at the summit "
-                    "node. With --convergence CONFIG, run the case of CONFIG on --levels meshes "
-                    "refined by 2 and fit the order of the w error (docs/verify.md).")
-    parser.add_argument("file", type=Path, metavar="FILE", nargs="?",
-                        help="netCDF output of 'dycore run' (not with --convergence)")
+def _add_verify(parser: argparse.ArgumentParser) -> None:
+    """Compare the time-mean w of FILE (snapshots with t >= --t-start, else the last one) with
+    the steady non-hydrostatic linear solution of the case recorded in FILE (mountainwave3d:
+    Smith 1980, 3-D; schar: Schär et al. 2002, 2-D) on the section y = 0 (z = 1-9 km) and
+    at z = 2, 4, 6 km (planes in 3-D, lines in 2-D): nRMS, correlation, peak ratios, the
+    antisymmetric part about y = 0 (3-D) or the y-dependence of w (2-D) and |w| at the summit
+    node. With --convergence CONFIG, run the case of CONFIG on --levels meshes refined by 2 and
+    fit the order of the w error (docs/verify.md)."""
+    _add_input(parser, "file", optional=True, note=" (not with --convergence)")
     parser.add_argument("--t-start", type=_finite_float, default=5000.0, metavar="S",
                         help="average the snapshots with t >= S [s] (default: 5000)")
     parser.add_argument("--png", type=Path, metavar="OUT",
                         help="also draw model and theory side by side into OUT")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the metrics as JSON")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace existing --png / --json files (default: refuse)")
+    _add_overwrite(parser, "existing --png / --json files")
     parser.add_argument("--half-width", type=float, default=None, metavar="M",
                         help="compare only inside |x|, |y| <= M [m] (default: 20000, the whole "
                              "window, for a 3-D case; 15000, inside the absorbing layers, for "
@@ -736,12 +711,35 @@ def _add_verify(subparsers) -> None:
     parser.add_argument("--workdir", type=Path, default=Path("output/convergence"),
                         metavar="DIR", help="where the convergence runs write (default "
                                             "output/convergence)")
-    parser.set_defaults(handler=_cmd_verify)
+
+
+def _check_reports(args: argparse.Namespace, inputs: dict, example: str) -> None:
+    """Refuse the ``--json`` / ``--png`` files of ``dycore verify`` before the work: an image
+    format matplotlib cannot write, an input (``inputs``: flag -> path), an existing file
+    without ``--overwrite``, a path that cannot be written (``example``: the file name the
+    message suggests, EXAMPLE.json / EXAMPLE.png)."""
+    from dycore.preflight import check_output_path
+
+    _check_image_path("--png", args.png)
+    _check_writes({"--json": args.json, "--png": args.png}, inputs, overwrite=args.overwrite)
+    for flag, out in (("--json", args.json), ("--png", args.png)):
+        if out is not None:
+            check_output_path(out, overwrite=True, name=flag, example=f"{example}.{flag[2:]}")
+
+
+def _print_reports(args: argparse.Namespace, table: str, write_json, plot) -> int:
+    """Print ``table``, then write ``--json`` (``write_json(path)``) and ``--png``
+    (``plot(path)``) where given, printing the paths written."""
+    print(table, end="")
+    if args.json is not None:
+        print(f"json: {write_json(args.json)}")
+    if args.png is not None:
+        print(f"png: {plot(args.png)}")
+    return EXIT_OK
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from dycore.checks.verify import plot_verify, verify, write_json
-    from dycore.preflight import check_output_path
 
     if args.half_width is not None and not 0.0 < args.half_width <= 20000.0:
         print(f"dycore verify: error: argument --half-width: expected a width in (0, 20000] m "
@@ -753,36 +751,21 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_CONFIG_ERROR
     if args.convergence is not None:
         return _cmd_convergence(args)
-    _check_image_path("--png", args.png)
-    _check_writes({"--json": args.json, "--png": args.png},
-                  {"FILE (the output file read)": args.file}, overwrite=args.overwrite)
-    for flag, out in (("--json", args.json), ("--png", args.png)):   # before the work
-        if out is not None:
-            check_output_path(out, overwrite=True, name=flag, example=f"verify.{flag[2:]}")
+    _check_reports(args, {"FILE (the output file read)": args.file}, "verify")
     result = verify(args.file, t_start=args.t_start, keep_fields=args.png is not None,
                     half_width=args.half_width)
-    print(result.table(), end="")
-    if args.json is not None:
-        print(f"json: {write_json(result, args.json)}")
-    if args.png is not None:
-        print(f"png: {plot_verify(result, args.png)}")
-    return EXIT_OK
+    return _print_reports(args, result.table(), lambda path: write_json(result, path),
+                          lambda path: plot_verify(result, path))
 
 
 def _cmd_convergence(args: argparse.Namespace) -> int:
     from dycore.checks.convergence import convergence_study, plot_convergence
-    from dycore.preflight import check_output_path
 
     if args.levels < 3:
         print(f"dycore verify: error: argument --levels: expected at least 3 meshes to fit an "
               f"order (got {args.levels})", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    _check_image_path("--png", args.png)
-    _check_writes({"--json": args.json, "--png": args.png},
-                  {"CONFIG": args.convergence}, overwrite=args.overwrite)
-    for flag, out in (("--json", args.json), ("--png", args.png)):
-        if out is not None:
-            check_output_path(out, overwrite=True, name=flag, example=f"convergence.{flag[2:]}")
+    _check_reports(args, {"CONFIG": args.convergence}, "convergence")
     study = convergence_study(args.convergence, levels=args.levels, workdir=args.workdir,
                               t_start=args.t_start, half_width=args.half_width,
                               only_level=args.level, norm=args.norm,
@@ -790,28 +773,20 @@ def _cmd_convergence(args: argparse.Namespace) -> int:
                                   ("backend.name", args.backend),
                                   ("backend.solver_mode", args.solver_mode))
                                   if value is not None})
-    print(study.table(), end="")
-    if args.json is not None:
-        print(f"json: {study.write_json(args.json)}")
-    if args.png is not None:
-        print(f"png: {plot_convergence(study, args.png)}")
-    return EXIT_OK
+    return _print_reports(args, study.table(), study.write_json,
+                          lambda path: plot_convergence(study, path))
 
 
 # -------------------------------------------------------------------------------- doctor
-def _add_doctor(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "doctor", help="print what a bug report needs; check whether a GPU run can work",
-        description="Print Python, the platform and the versions of the packages a run uses "
-                    "(numpy, numba, numba-cuda, CuPy, SciPy, netCDF4, ...), the GPU, its "
-                    "driver and the CUDA version of the installed wheels (CUDA 13 needs "
-                    "driver >= 580), NCCL, MPI (mpi4py's library and mpiexec agreeing) and the "
-                    "kernel cache directory (writable or not). Exit status 0 when a GPU run "
-                    "can work here, 3 when it cannot (CPU runs are not affected). Paste the "
-                    "whole output into a bug report.")
+def _add_doctor(parser: argparse.ArgumentParser) -> None:
+    """Print Python, the platform and the versions of the packages a run uses (numpy, numba,
+    numba-cuda, CuPy, SciPy, netCDF4, ...), the GPU, its driver and the CUDA version of the
+    installed wheels (CUDA 13 needs driver >= 580), NCCL, MPI (mpi4py's library and mpiexec
+    agreeing) and the kernel cache directory (writable or not). Exit status 0 when a GPU run
+    can work here, 3 when it cannot (CPU runs are not affected). Paste the whole output into a
+    bug report."""
     parser.add_argument("--json", action="store_true",
                         help="print the findings as JSON instead of text")
-    parser.set_defaults(handler=_cmd_doctor)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -823,9 +798,26 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------- main
-#: subcommands, in the order ``dycore --help`` lists them
-_COMMANDS = (_add_run, _add_plot, _add_export, _add_config, _add_validate, _add_bench,
-             _add_verify, _add_mesh, _add_doctor)
+#: subcommands, in the order ``dycore --help`` lists them: (name, the function that adds its
+#: arguments, whose docstring is the description of ``dycore NAME --help``, the handler of
+#: the parsed arguments, the one-line help of ``dycore --help``)
+_COMMANDS = (
+    ("run", _add_run, _cmd_run, "run a simulation from a YAML configuration"),
+    ("plot", _add_plot, _cmd_plot,
+     "plot a field of an output file (default w at the last snapshot)"),
+    ("export", _add_export, _cmd_export, "convert an output file for ParaView (XDMF + HDF5)"),
+    ("config", _add_config, _cmd_config, "print a resolved configuration or the key reference"),
+    ("validate", _add_validate, _cmd_validate,
+     "compare the GPU backend with the CPU path on one configuration"),
+    ("bench", _add_bench, _cmd_bench,
+     "time element kernels, assembly, the time step and its scaling"),
+    ("verify", _add_verify, _cmd_verify,
+     "compare w of an output with its case's steady linear theory"),
+    ("mesh", _add_mesh, _cmd_mesh,
+     "write the mesh a configuration describes to a mesh file (gmsh, VTU, ...)"),
+    ("doctor", _add_doctor, _cmd_doctor,
+     "print what a bug report needs; check whether a GPU run can work"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -845,9 +837,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dycore {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add_command in _COMMANDS:
-        add_command(subparsers)
-    for name, sub in subparsers.choices.items():
+    for name, add_arguments, handler, summary in _COMMANDS:
+        # the docstring's lines joined (None under python -OO, which drops docstrings)
+        description = " ".join((add_arguments.__doc__ or "").split()) or None
+        sub = subparsers.add_parser(name, help=summary, description=description)
+        add_arguments(sub)
+        sub.set_defaults(handler=handler)
         _add_common_options(sub, suppress=True)   # after the COMMAND too, as before it
         if name in _SET_COMMANDS:
             sub.add_argument("--set", type=_set_item, action="append", metavar="KEY.PATH=VALUE",

@@ -25,7 +25,7 @@ class P1Locator:
     coords : ndarray (nnodes, 3) float
         Node coordinates [m].
     cell_nodes : ndarray (ncells, 4) int
-        0-based tetrahedra.
+        0-based node numbers of each tetrahedron.
     points : ndarray (npoints, 3) float
         Where to sample [m].
     candidates : int

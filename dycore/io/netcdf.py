@@ -454,7 +454,7 @@ class SnapshotWriter:
         Returns
         -------
         int
-            Index of the record written.
+            Index of the record written on the file's ``time`` dimension.
 
         Raises
         ------
@@ -506,7 +506,7 @@ class SnapshotWriter:
         Returns
         -------
         int
-            Index of the record written.
+            Index of the record written on the file's ``step`` dimension.
 
         Raises
         ------

@@ -200,16 +200,10 @@ def plane_section(coords: np.ndarray, tets: np.ndarray, values: np.ndarray, *, a
 
     Parameters
     ----------
-    coords : ndarray (nnodes, 3) float64
-        Node coordinates [m].
-    tets : ndarray (nele, 4) int
-        0-based connectivity.
+    coords, tets, axis, level
+        The mesh and the plane, as for :func:`section_mesh`.
     values : ndarray (nnodes,) float64
         Nodal values of the P1 field.
-    axis : int
-        0, 1 or 2: the plane is ``x``, ``y`` or ``z`` = ``level``.
-    level : float
-        Plane position [m].
 
     Returns
     -------
@@ -544,7 +538,7 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, field: str =
     Returns
     -------
     Path
-        The PNG written.
+        The PNG written: two panels, the vertical section on the left.
 
     Raises
     ------
@@ -555,9 +549,7 @@ def plot_w(path: str | Path, png_path: str | Path | None = None, *, field: str =
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    path = Path(path)
-    png_path = (Path(png_path) if png_path is not None
-                else path.with_name(f"{path.stem}_{field}.png"))
+    path, png_path = _paths(path, png_path, field)
     if field not in FIELDS:
         raise OutputError(f"--field {field!r}: expected one of {', '.join(FIELDS)}")
     t, fields, coords, cell_nodes = read_last_snapshot(path, fields=(field,), at=at)
@@ -610,9 +602,7 @@ def plot_diagnostics(path: str | Path, png_path: str | Path | None = None) -> Pa
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    path = Path(path)
-    png_path = (Path(png_path) if png_path is not None
-                else path.with_name(f"{path.stem}_diagnostics.png"))
+    path, png_path = _paths(path, png_path, "diagnostics")
     ds = open_output(path)
     try:
         t = np.asarray(ds.variables["diag_time"][:], dtype=float)
@@ -645,6 +635,14 @@ def plot_diagnostics(path: str | Path, png_path: str | Path | None = None) -> Pa
     for ax in axes[len(series):]:
         ax.set_visible(False)
     return save_png(fig, png_path, dpi=110)
+
+
+def _paths(path: str | Path, png_path: str | Path | None, what: str) -> tuple[Path, Path]:
+    """``path`` and the image to write, as Paths: ``png_path``, default ``<path stem>_<what>.png``
+    beside ``path``."""
+    path = Path(path)
+    return path, (Path(png_path) if png_path is not None
+                  else path.with_name(f"{path.stem}_{what}.png"))
 
 
 def save_png(fig, path, dpi: int):
