@@ -193,6 +193,21 @@ def _null_vector_rank2(b, lam, evecs, col):
 
 
 @element_function
+def _store_pairs(evals, evecs, k0, k1, l0, l1, c, s, ux, uy, uz, wx, wy, wz):
+    """``evals[k0] = l0`` with ``evecs[:, k0] = c U - s W``, ``evals[k1] = l1`` with
+    ``evecs[:, k1] = s U + c W`` (of :func:`_eig2_in_complement`, called in each branch there:
+    the compiled code stays that of the two written-out branches, PTX included)."""
+    evals[k0] = l0
+    evals[k1] = l1
+    evecs[0, k0] = c * ux - s * wx
+    evecs[1, k0] = c * uy - s * wy
+    evecs[2, k0] = c * uz - s * wz
+    evecs[0, k1] = s * ux + c * wx
+    evecs[1, k1] = s * uy + c * wy
+    evecs[2, k1] = s * uz + c * wz
+
+
+@element_function
 def _eig2_in_complement(b, evals, evecs, known, c0, c1):
     """The two eigenpairs of ``b`` orthogonal to the unit eigenvector ``evecs[:, known]``.
 
@@ -235,17 +250,9 @@ def _eig2_in_complement(b, evals, evecs, known, c0, c1):
         l1 = s11 + t * s01
     # rotated basis: (c U - s W) for l0, (s U + c W) for l1; l0 goes to the lower column
     if l0 <= l1:
-        k0, k1 = c0, c1
+        _store_pairs(evals, evecs, c0, c1, l0, l1, c, s, ux, uy, uz, wx, wy, wz)
     else:
-        k0, k1 = c1, c0
-    evals[k0] = l0
-    evals[k1] = l1
-    evecs[0, k0] = c * ux - s * wx
-    evecs[1, k0] = c * uy - s * wy
-    evecs[2, k0] = c * uz - s * wz
-    evecs[0, k1] = s * ux + c * wx
-    evecs[1, k1] = s * uy + c * wy
-    evecs[2, k1] = s * uz + c * wz
+        _store_pairs(evals, evecs, c1, c0, l0, l1, c, s, ux, uy, uz, wx, wy, wz)
 
 
 @element_function
