@@ -6,17 +6,9 @@ loops and from ``@cuda.jit`` kernels alike.
 """
 from dycore.fem.eig3 import eig3_closed_form, eig3_jacobi
 from dycore.fem.gauss6 import solve6
-from dycore.fem.integrals import (
-    dshape_shape,
-    dshape_tensor_dshape,
-    ele_val_at_quad,
-    ele_vector_at_quad,
-    shape_dshape,
-    shape_rhs,
-    shape_shape,
-    shape_vector_dot_dshape,
-    shape_vector_rhs,
-)
+# the element integrals are re-exported as listed once, in integrals.__all__
+from dycore.fem.integrals import *  # noqa: F403
+from dycore.fem.integrals import __all__ as _INTEGRALS
 from dycore.fem.metric import EIG_CLOSED_FORM, EIG_JACOBI, get_edge_lengths
 from dycore.fem.quadrature import QUADRATURE_DEGREES, Quadrature, get_quadrature
 from dycore.fem.shape import REF_DSHAPE, shape_values
@@ -29,15 +21,7 @@ __all__ = [
     "REF_DSHAPE",
     "shape_values",
     "transform_to_physical",
-    "ele_val_at_quad",
-    "ele_vector_at_quad",
-    "shape_shape",
-    "shape_dshape",
-    "dshape_shape",
-    "dshape_tensor_dshape",
-    "shape_vector_dot_dshape",
-    "shape_rhs",
-    "shape_vector_rhs",
+    *_INTEGRALS,
     "solve6",
     "eig3_jacobi",
     "eig3_closed_form",

@@ -39,6 +39,39 @@ def _sort_ascending(evals, evecs):
 
 
 @element_function
+def _max_abs_and_identity(a, evecs):
+    """Return max |a[i, j]| over the upper triangle (a NaN sticks) and set ``evecs`` to I."""
+    amax = 0.0
+    for i in range(3):
+        for j in range(i, 3):
+            v = abs(a[i, j])
+            if v > amax or v != v:
+                amax = v
+    for i in range(3):
+        for j in range(3):
+            evecs[i, j] = 1.0 if i == j else 0.0
+    return amax
+
+
+@element_function
+def _jacobi_rotation(app, aqq, apq):
+    """``(t, c, s)`` of the rotation annihilating ``apq`` != 0 in [[app, apq], [apq, aqq]].
+
+    The stable tangent formula t = sgn(theta) / (|theta| + sqrt(theta^2 + 1)),
+    theta = (aqq - app) / (2 apq); c = 1 / sqrt(t^2 + 1), s = t c.
+    """
+    theta = (aqq - app) / (2.0 * apq)
+    if abs(theta) > 1e150:
+        t = 0.5 / theta  # theta*theta would overflow; t ~ 1/(2 theta)
+    else:
+        t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+        if theta < 0.0:
+            t = -t
+    c = 1.0 / math.sqrt(t * t + 1.0)
+    return t, c, t * c
+
+
+@element_function
 def eig3_jacobi(a, evals, evecs):
     """Eigen-decomposition of a symmetric 3x3 matrix by cyclic Jacobi rotations.
 
@@ -65,16 +98,7 @@ def eig3_jacobi(a, evals, evecs):
     int
         Number of sweeps that applied at least one rotation (0 for a diagonal matrix).
     """
-    anorm = 0.0
-    for i in range(3):
-        for j in range(i, 3):
-            v = abs(a[i, j])
-            if v > anorm or v != v:
-                anorm = v
-    floor = JACOBI_ATOL * anorm
-    for i in range(3):
-        for j in range(3):
-            evecs[i, j] = 1.0 if i == j else 0.0
+    floor = JACOBI_ATOL * _max_abs_and_identity(a, evecs)
 
     sweeps = 0
     for _ in range(JACOBI_MAX_SWEEPS):
@@ -96,15 +120,7 @@ def eig3_jacobi(a, evals, evecs):
                 a[q, p] = 0.0
                 continue
             rotated = True
-            theta = (aqq - app) / (2.0 * apq)
-            if abs(theta) > 1e150:
-                t = 0.5 / theta  # theta*theta would overflow; t ~ 1/(2 theta)
-            else:
-                t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
-                if theta < 0.0:
-                    t = -t
-            c = 1.0 / math.sqrt(t * t + 1.0)
-            s = t * c
+            t, c, s = _jacobi_rotation(app, aqq, apq)
             tau = s / (1.0 + c)
             a[p, p] = app - t * apq
             a[q, q] = aqq + t * apq
@@ -177,6 +193,21 @@ def _null_vector_rank2(b, lam, evecs, col):
 
 
 @element_function
+def _store_pairs(evals, evecs, k0, k1, l0, l1, c, s, ux, uy, uz, wx, wy, wz):
+    """``evals[k0] = l0`` with ``evecs[:, k0] = c U - s W``, ``evals[k1] = l1`` with
+    ``evecs[:, k1] = s U + c W`` (of :func:`_eig2_in_complement`, called in each branch there:
+    the compiled code stays that of the two written-out branches, PTX included)."""
+    evals[k0] = l0
+    evals[k1] = l1
+    evecs[0, k0] = c * ux - s * wx
+    evecs[1, k0] = c * uy - s * wy
+    evecs[2, k0] = c * uz - s * wz
+    evecs[0, k1] = s * ux + c * wx
+    evecs[1, k1] = s * uy + c * wy
+    evecs[2, k1] = s * uz + c * wz
+
+
+@element_function
 def _eig2_in_complement(b, evals, evecs, known, c0, c1):
     """The two eigenpairs of ``b`` orthogonal to the unit eigenvector ``evecs[:, known]``.
 
@@ -214,36 +245,14 @@ def _eig2_in_complement(b, evals, evecs, known, c0, c1):
         l0 = s00
         l1 = s11
     else:
-        theta = (s11 - s00) / (2.0 * s01)
-        if abs(theta) > 1e150:
-            t = 0.5 / theta
-        else:
-            t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
-            if theta < 0.0:
-                t = -t
-        c = 1.0 / math.sqrt(t * t + 1.0)
-        s = t * c
+        t, c, s = _jacobi_rotation(s00, s11, s01)
         l0 = s00 - t * s01
         l1 = s11 + t * s01
-    # rotated basis: (c U - s W) for l0, (s U + c W) for l1
+    # rotated basis: (c U - s W) for l0, (s U + c W) for l1; l0 goes to the lower column
     if l0 <= l1:
-        evals[c0] = l0
-        evals[c1] = l1
-        evecs[0, c0] = c * ux - s * wx
-        evecs[1, c0] = c * uy - s * wy
-        evecs[2, c0] = c * uz - s * wz
-        evecs[0, c1] = s * ux + c * wx
-        evecs[1, c1] = s * uy + c * wy
-        evecs[2, c1] = s * uz + c * wz
+        _store_pairs(evals, evecs, c0, c1, l0, l1, c, s, ux, uy, uz, wx, wy, wz)
     else:
-        evals[c1] = l0
-        evals[c0] = l1
-        evecs[0, c1] = c * ux - s * wx
-        evecs[1, c1] = c * uy - s * wy
-        evecs[2, c1] = c * uz - s * wz
-        evecs[0, c0] = s * ux + c * wx
-        evecs[1, c0] = s * uy + c * wy
-        evecs[2, c0] = s * uz + c * wz
+        _store_pairs(evals, evecs, c1, c0, l0, l1, c, s, ux, uy, uz, wx, wy, wz)
 
 
 @element_function
@@ -267,25 +276,16 @@ def eig3_closed_form(a, evals, evecs):
     ----------
     a : ndarray, shape (3, 3), float64
         Symmetric matrix (only a[p, q] with p <= q is read); OVERWRITTEN (scaled).
-    evals : ndarray, shape (3,), float64, OUT
-        Eigenvalues, ascending.
-    evecs : ndarray, shape (3, 3), float64, OUT
-        Column k is the unit eigenvector of ``evals[k]``.
+    evals, evecs : ndarray, shapes (3,) and (3, 3), float64, OUT
+        As in :func:`eig3_jacobi`: the eigenvalues ascending, and the unit eigenvector of
+        ``evals[k]`` in column k.
 
     Returns
     -------
     int
-        Always 0.
+        Always 0 (:func:`eig3_jacobi` returns its sweep count there).
     """
-    scale = 0.0
-    for i in range(3):
-        for j in range(i, 3):
-            v = abs(a[i, j])
-            if v > scale or v != v:  # a NaN sticks, so NaN input gives NaN eigenvalues
-                scale = v
-    for i in range(3):
-        for j in range(3):
-            evecs[i, j] = 1.0 if i == j else 0.0
+    scale = _max_abs_and_identity(a, evecs)  # a NaN sticks, so NaN input gives NaN eigenvalues
     if scale == 0.0:
         for k in range(3):
             evals[k] = 0.0

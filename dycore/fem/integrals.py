@@ -82,6 +82,15 @@ def shape_shape(n, detwei, out):
 
 
 @element_function
+def _int_n(n, detwei, i):
+    """``int N_i = sum_g n[g,i] detwei[g]`` [m^3]: the quadrature sum of :func:`shape_dshape`."""
+    s = 0.0
+    for g in range(n.shape[0]):
+        s += n[g, i] * detwei[g]
+    return s
+
+
+@element_function
 def shape_dshape(n, dshape, detwei, out):
     """``out[d,i,j] = int N_i dN_j/dx_d`` [m^2] = ``(int N_i) * dshape[j, d]``.
 
@@ -93,9 +102,7 @@ def shape_dshape(n, dshape, detwei, out):
     out : ndarray, shape (3, 4, 4), float64, OUT
     """
     for i in range(4):
-        s = 0.0
-        for g in range(n.shape[0]):
-            s += n[g, i] * detwei[g]
+        s = _int_n(n, detwei, i)
         for d in range(3):
             for j in range(4):
                 out[d, i, j] = s * dshape[j, d]
@@ -105,19 +112,12 @@ def shape_dshape(n, dshape, detwei, out):
 def dshape_shape(n, dshape, detwei, out):
     """``out[d,i,j] = int dN_i/dx_d N_j`` [m^2] = ``dshape[i, d] * (int N_j)``.
 
-    The transpose of :func:`shape_dshape` in (i, j) (bitwise: the same products are formed).
-
-    Parameters
-    ----------
-    n : ndarray, shape (ngi, 4), float64
-    dshape : ndarray, shape (4, 3), float64 [1/m]
-    detwei : ndarray, shape (ngi,), float64 [m^3]
-    out : ndarray, shape (3, 4, 4), float64, OUT
+    The transpose of :func:`shape_dshape` in (i, j) (bitwise: the same products are formed),
+    with the same arguments: ``n`` (ngi, 4), ``dshape`` (4, 3) [1/m], ``detwei`` (ngi,) [m^3],
+    ``out`` (3, 4, 4) OUT, all float64.
     """
     for j in range(4):
-        s = 0.0
-        for g in range(n.shape[0]):
-            s += n[g, j] * detwei[g]
+        s = _int_n(n, detwei, j)
         for d in range(3):
             for i in range(4):
                 out[d, i, j] = dshape[i, d] * s
@@ -154,6 +154,23 @@ def dshape_tensor_dshape(dshape, tensor, detwei, out):
 
 
 @element_function
+def _int_n_vector(n, v_gi, detwei, i):
+    """``int N_i v_d`` for d = 0, 1, 2 as a tuple: ``sum_g (n[g,i] detwei[g]) v_gi[g,d]``.
+
+    The one quadrature sum of :func:`shape_vector_dot_dshape` and :func:`shape_vector_rhs`.
+    """
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    for g in range(n.shape[0]):
+        c = n[g, i] * detwei[g]
+        s0 += c * v_gi[g, 0]
+        s1 += c * v_gi[g, 1]
+        s2 += c * v_gi[g, 2]
+    return s0, s1, s2
+
+
+@element_function
 def shape_vector_dot_dshape(n, dshape, u_gi, detwei, out):
     """Advection matrix ``out[i,j] = int N_i (u . grad N_j)`` [m^3/s for u in m/s].
 
@@ -169,14 +186,7 @@ def shape_vector_dot_dshape(n, dshape, u_gi, detwei, out):
     out : ndarray, shape (4, 4), float64, OUT
     """
     for i in range(4):
-        w0 = 0.0
-        w1 = 0.0
-        w2 = 0.0
-        for g in range(n.shape[0]):
-            c = n[g, i] * detwei[g]
-            w0 += c * u_gi[g, 0]
-            w1 += c * u_gi[g, 1]
-            w2 += c * u_gi[g, 2]
+        w0, w1, w2 = _int_n_vector(n, u_gi, detwei, i)
         for j in range(4):
             out[i, j] = w0 * dshape[j, 0] + w1 * dshape[j, 1] + w2 * dshape[j, 2]
 
@@ -213,14 +223,4 @@ def shape_vector_rhs(n, v_gi, detwei, out):
     out : ndarray, shape (4, 3), float64, OUT
     """
     for i in range(4):
-        s0 = 0.0
-        s1 = 0.0
-        s2 = 0.0
-        for g in range(n.shape[0]):
-            c = n[g, i] * detwei[g]
-            s0 += c * v_gi[g, 0]
-            s1 += c * v_gi[g, 1]
-            s2 += c * v_gi[g, 2]
-        out[i, 0] = s0
-        out[i, 1] = s1
-        out[i, 2] = s2
+        out[i, 0], out[i, 1], out[i, 2] = _int_n_vector(n, v_gi, detwei, i)

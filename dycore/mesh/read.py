@@ -53,6 +53,12 @@ def _fmt_xyz(x: np.ndarray) -> str:
     return ", ".join("(" + ", ".join(f"{v:.7g}" for v in row) + ")" for row in rows)
 
 
+def _raise_at_first(bad: np.ndarray, message) -> None:
+    """Raise :class:`MeshError` ``message(i)`` at the first ``i`` where ``bad`` is true, if any."""
+    if bad.any():
+        raise MeshError(message(int(np.argmax(bad))))
+
+
 def _read_file(path: Path):
     import meshio
 
@@ -151,12 +157,10 @@ def _oriented_tets(path: Path, coords: np.ndarray, tets: np.ndarray) -> np.ndarr
     det = np.einsum("ij,ij->i", e[:, 0], np.cross(e[:, 1], e[:, 2]))
     scale = np.abs(e).max(axis=(1, 2))
     flat = ~(np.abs(det) > 6.0 * _DEGENERATE_RTOL * scale ** 3)
-    if flat.any():
-        k = int(np.argmax(flat))
-        raise MeshError(
-            f"{path}: tetrahedron {k} has zero volume (signed volume {det[k] / 6.0:.6g} m^3; "
-            f"{int(flat.sum())} degenerate tetrahedra in total); nodes {tets[k].tolist()} at "
-            f"{_fmt_xyz(x[k])}")
+    _raise_at_first(flat, lambda k: (
+        f"{path}: tetrahedron {k} has zero volume (signed volume {det[k] / 6.0:.6g} m^3; "
+        f"{int(flat.sum())} degenerate tetrahedra in total); nodes {tets[k].tolist()} at "
+        f"{_fmt_xyz(x[k])}"))
     out = tets.copy()
     neg = det < 0.0
     out[neg, 1], out[neg, 2] = tets[neg, 2], tets[neg, 1]
@@ -238,21 +242,16 @@ def read_mesh(path: str | Path, *, renumber: str = "rcm") -> Mesh:
     slot[inv[:nb]] = np.arange(nb)
     match = slot[inv[nb:]]
     group = {int(t): t.name.lower() for t in FaceTag}
-    if (match < 0).any():
-        i = int(np.argmax(match < 0))
-        raise MeshError(
-            f"{path}: triangle {tri_pos[i]} (group '{group[int(tags[i])]}', nodes "
-            f"{tri[i].tolist()} at {_fmt_xyz(coords[tri[i]])}) is not a boundary face of the "
-            f"tetrahedra; {int((match < 0).sum())} such triangle(s)")
+    _raise_at_first(match < 0, lambda i: (
+        f"{path}: triangle {tri_pos[i]} (group '{group[int(tags[i])]}', nodes "
+        f"{tri[i].tolist()} at {_fmt_xyz(coords[tri[i]])}) is not a boundary face of the "
+        f"tetrahedra; {int((match < 0).sum())} such triangle(s)"))
     face_tag = np.zeros(nb, dtype=np.int8)
     face_tag[match] = tags
-    clash = face_tag[match] != tags
-    if clash.any():
-        i = int(np.argmax(clash))
-        raise MeshError(
-            f"{path}: the boundary face with nodes {tri[i].tolist()} is in two groups, "
-            f"'{group[int(face_tag[match[i]])]}' and '{group[int(tags[i])]}'; each boundary "
-            f"face takes one tag")
+    _raise_at_first(face_tag[match] != tags, lambda i: (
+        f"{path}: the boundary face with nodes {tri[i].tolist()} is in two groups, "
+        f"'{group[int(face_tag[match[i]])]}' and '{group[int(tags[i])]}'; each boundary "
+        f"face takes one tag"))
     untagged = np.flatnonzero(face_tag == 0)
     if untagged.size:
         f = int(untagged[0])

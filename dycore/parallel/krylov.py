@@ -80,6 +80,20 @@ def _flat(a):
     return np.ascontiguousarray(a, np.float64).reshape(-1)
 
 
+def _start(a, b, x0, m):
+    """The start of :func:`cg` and :func:`bicgstab`: ``(shape, m, b, x, mv, r)``.
+
+    ``shape`` is b's; ``m`` the preconditioner or the identity; ``b`` and ``x`` flat float64
+    (x zero, or a copy of ``x0``); ``mv`` the flat matvec; ``r = b - A x`` (a copy of b for x = 0).
+    """
+    shape = np.shape(b)
+    b = _flat(b)
+    x = np.zeros_like(b) if x0 is None else _flat(x0).copy()
+    mv = lambda v: _flat(a.matvec(v.reshape(shape)))
+    r = b - mv(x) if x0 is not None else b.copy()
+    return shape, m or _identity, b, x, mv, r
+
+
 def cg(a, b, reducer, x0=None, m=None, rtol=1e-8, atol=0.0, maxiter=1000, name="pressure"):
     """Preconditioned conjugate gradients on owned rows (A symmetric positive definite).
 
@@ -99,12 +113,7 @@ def cg(a, b, reducer, x0=None, m=None, rtol=1e-8, atol=0.0, maxiter=1000, name="
     SolverDivergedError (same message on every rank) if not converged in ``maxiter``
     iterations or the iterates turn non-finite.
     """
-    shape = np.shape(b)
-    m = m or _identity
-    b = _flat(b)
-    x = np.zeros_like(b) if x0 is None else _flat(x0).copy()
-    mv = lambda v: _flat(a.matvec(v.reshape(shape)))
-    r = b - mv(x) if x0 is not None else b.copy()
+    shape, m, b, x, mv, r = _start(a, b, x0, m)
     z = m(r)
     bb, rr, rz = reducer.dots((b, b), (r, r), (r, z))        # one reduction
     tol = max(rtol * math.sqrt(bb), atol)
@@ -142,12 +151,7 @@ def bicgstab(a, b, reducer, x0=None, m=None, rtol=1e-8, atol=0.0, maxiter=1000,
     SolverDivergedError on breakdown (ρ = 0 or ω = 0), non-finite iterates or no convergence
     in ``maxiter`` iterations.
     """
-    shape = np.shape(b)
-    m = m or _identity
-    b = _flat(b)
-    x = np.zeros_like(b) if x0 is None else _flat(x0).copy()
-    mv = lambda v: _flat(a.matvec(v.reshape(shape)))
-    r = b - mv(x) if x0 is not None else b.copy()
+    shape, m, b, x, mv, r = _start(a, b, x0, m)
     bb, rr = reducer.dots((b, b), (r, r))
     tol = max(rtol * math.sqrt(bb), atol)
     rn = math.sqrt(rr)
