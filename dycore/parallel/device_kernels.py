@@ -5,6 +5,8 @@ pack_rows          buf[i·bs + c] = x[idx[i]·bs + c]       (owned values a neig
 unpack_rows        x[idx[i]·bs + c] = buf[i·bs + c]       (ghost slots filled from a neighbour)
 exact_dot_parts    parts += the exact integer representation of Σ x_i·y_i
                    (:func:`dycore.parallel.reduce.exact_parts`, the same integers)
+exact_round        out[i] = the float64 nearest to the exact sum of parts i (ties to even):
+                   :func:`dycore.parallel.reduce.parts_to_float` on the device
 =================  ===========================================================================
 
 ``exact_dot_parts`` splits each rounded product p = f·2^e (``math.frexp``, f·2^53 an integer
@@ -17,6 +19,14 @@ several ranks add (NCCL int64 sum) to the parts of the global vector; every rank
 into the correctly rounded float64 (:func:`dycore.parallel.reduce.parts_to_float`). No
 floating-point rounding happens in the kernel (the product is the rounded x·y, the split is
 exact), so the strict and fast builds give the same integers.
+
+``exact_round`` does that last rounding on the device (one thread per dot product), so a
+reduction needs no host copy: the exact total T = Σ_b (hi_b·2^26 + lo_b)·2^b (the value is
+T·2^−1126) is accumulated in 72 signed base-2^32 digits (each bucket's integers added in 16-bit
+pieces, so no digit can overflow), the carries are propagated, a negative total is negated,
+and the top 53 bits — fewer for a subnormal result, whose last bit is 2^−1074 — are rounded to
+nearest, ties to even, from the next bit and a sticky bit; ``math.ldexp`` scales the integer
+exactly (∞ past the float64 range). Integer operations only, up to the final exact scaling.
 """
 from __future__ import annotations
 
@@ -80,9 +90,87 @@ def _build(jit) -> dict:
             if sh[j] != 0:
                 cuda.atomic.add(parts, j, sh[j])
 
+    ndig, bias = 72, 53 - emin               # digits of 32 bits; the value is T·2^−bias
+
+    def exact_round(parts, ndots, out):
+        """out[i] = the float64 nearest to the exact sum of parts[i·NPARTS:(i+1)·NPARTS]."""
+        i = cuda.grid(1)
+        if i >= ndots:
+            return
+        base = i * nparts
+        nan, pinf, ninf = parts[base + 2 * nb], parts[base + 2 * nb + 1], parts[base + 2 * nb + 2]
+        if nan != 0 or (pinf != 0 and ninf != 0):
+            out[i] = math.nan
+            return
+        if pinf != 0 or ninf != 0:
+            out[i] = math.inf if pinf != 0 else -math.inf
+            return
+        acc = cuda.local.array(72, int64)
+        for d in range(ndig):
+            acc[d] = 0
+        for b in range(nb):
+            for half in range(2):
+                v = parts[base + half * nb + b]
+                if v == 0:
+                    continue
+                sgn = int64(1)
+                if v < 0:
+                    sgn = int64(-1)
+                    v = -v
+                pos = b + 26 * (1 - half)                 # hi·2^(b+26), lo·2^b
+                while v > 0:
+                    piece = v & 0xFFFF
+                    v >>= 16
+                    d = pos >> 5
+                    val = piece << (pos & 31)             # < 2^47
+                    acc[d] += sgn * (val & 0xFFFFFFFF)
+                    acc[d + 1] += sgn * (val >> 32)
+                    pos += 16
+        sign = 1.0
+        for rounds in range(2):                       # carries; again after a negation
+            for d in range(ndig - 1):
+                c = acc[d] >> 32
+                acc[d] -= c << 32
+                acc[d + 1] += c
+            if acc[ndig - 1] >= 0:
+                break
+            sign = -1.0
+            for d in range(ndig):
+                acc[d] = -acc[d]
+        top = ndig - 1
+        while top >= 0 and acc[top] == 0:
+            top -= 1
+        if top < 0:
+            out[i] = 0.0
+            return
+        nbits = 32 * top
+        t = acc[top]
+        while t > 0:
+            nbits += 1
+            t >>= 1
+        drop = nbits - 53
+        if drop < 53 - 1:                              # subnormal: the last bit is 2^−1074
+            drop = 52
+        q = int64(0)
+        for j in range(nbits - 1, drop - 1, -1):      # T >> drop (≤ 53 bits)
+            q = (q << 1) | ((acc[j >> 5] >> (j & 31)) & 1)
+        rnd = (acc[(drop - 1) >> 5] >> ((drop - 1) & 31)) & 1
+        sticky = (acc[(drop - 1) >> 5] & ((int64(1) << ((drop - 1) & 31)) - 1)) != 0
+        for d in range((drop - 1) >> 5):
+            if acc[d] != 0:
+                sticky = True
+        if rnd != 0 and (sticky or (q & 1) != 0):
+            q += 1
+        k = drop - bias                               # value q·2^k, q < 2^53 (or = 2^53)
+        if k > 1024 - 53 or (k == 1024 - 53 and q == (int64(1) << 53)):
+            out[i] = sign * math.inf                  # at or past 2^1024
+        else:
+            out[i] = sign * math.ldexp(float(q), k)
+
     return {name: jit(fn) for name, fn in (("pack_rows", pack_rows),
                                            ("unpack_rows", unpack_rows),
-                                           ("exact_dot_parts", exact_dot_parts))}
+                                           ("exact_dot_parts", exact_dot_parts),
+                                           ("exact_round", exact_round))}
 
 
 def get_rank_kernels(strict: bool = False) -> dict:

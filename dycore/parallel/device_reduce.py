@@ -9,8 +9,10 @@ value is the correctly rounded Σ x_i·y_i of the global vectors — equal to ``
 serial products and to the CPU ranks' exact reduction — so 1, 2 and 4 GPUs agree bit for bit.
 
 Cost per call: one kernel per dot product (grid-stride, shared-memory buckets), one all-reduce
-of 33.6 kB per dot product, and one device→host copy (the rounding needs Python's big
-integers): the deterministic option, not the fast path.
+of 33.6 kB per dot product, and the rounding: on the host (:meth:`DeviceExactReducer.finish`,
+one device→host copy; 234 µs a call on two H200, docs/performance.md §11) or on the device
+(:meth:`DeviceExactReducer.finish_on_device`, one single-thread kernel per call and no host
+traffic, so it can sit inside a captured graph).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ class DeviceExactReducer:
         self.b, self.t = backend, transport
         self.k = get_rank_kernels(getattr(backend, "strict", False))
         self.parts = backend.zeros(NPARTS * int(max_dots), np.int64)
+        self.values = backend.zeros(int(max_dots))
         self.max_dots, self.blocks = int(max_dots), int(blocks)
         self.calls = 0
 
@@ -70,6 +73,14 @@ class DeviceExactReducer:
         """The correctly rounded values of the last :meth:`post_dots` (one host copy)."""
         host = np.asarray(self.b.to_host(self.parts[:self._n * NPARTS]))
         return [parts_to_float(host[i * NPARTS:(i + 1) * NPARTS]) for i in range(self._n)]
+
+    def finish_on_device(self):
+        """The correctly rounded values of the last :meth:`post_dots` as a (k,) float64 device
+        array (the reducer's own, overwritten by the next call), rounded by the
+        ``exact_round`` kernel: the same bits as :meth:`finish`, no host copy."""
+        b = self.b
+        b.launch(self.k["exact_round"], (1, 32), b.nb(self.parts), self._n, b.nb(self.values))
+        return self.values[:self._n]
 
     def dots(self, *pairs) -> list[float]:
         """Σ x·y over every rank's owned entries for each pair, in one all-reduce."""

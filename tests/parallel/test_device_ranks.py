@@ -79,9 +79,11 @@ def test_exact_reducer_is_fsum_on_any_rank_count(backend, k):
     reducers = [DeviceExactReducer(backend, world.transport(r), blocks=2) for r in range(k)]
     for r, idx in enumerate(pieces):
         reducers[r].post_dots((x[idx].copy(), y[idx].copy()), (z[idx].copy(), z[idx].copy()))
+    on_device = [list(np.asarray(red.finish_on_device())) for red in reducers]
     values = [red.finish() for red in reducers]
     want = [math.fsum(x * y), math.fsum(z * z)]
     assert all(v == want for v in values), (values, want)
+    assert all(v == want for v in on_device), (on_device, want)
     with pytest.raises(ValueError, match="at most 3"):
         reducers[0].post_dots(*[(x, y)] * 4)
 
@@ -154,3 +156,49 @@ def test_device_owned_rows_product_is_the_serial_product(backend, systems, k):
             op.halo.end(out)
         for rp, out in zip(rps, outs):
             assert np.array_equal(out, want[rp.l2g[:out.shape[0]]]), (name, rp.rank)
+
+
+def _round_on_device(backend, parts_list):
+    parts = np.concatenate(parts_list).astype(np.int64)
+    out = backend.zeros(len(parts_list))
+    backend.launch(get_rank_kernels()["exact_round"], (1, 32), backend.nb(parts),
+                   len(parts_list), backend.nb(out))
+    return list(np.asarray(backend.to_host(out)))
+
+
+def test_exact_round_on_the_device_is_parts_to_float(backend):
+    """The device rounding of exact parts gives parts_to_float's bits: random sums over ~600
+    binades, cancellation to zero, ties (to even), subnormal and overflowing totals, negative
+    zero, non-finite counts."""
+    rng = np.random.default_rng(21)
+    cases = []
+    for _ in range(12):
+        x, y = _awkward(rng, 300)
+        cases.append(x * y)
+    tiny = 5e-324
+    cases += [np.array([1.0, -1.0]),                              # exact zero
+              np.array([1.0, 2.0 ** -53]),                        # tie: stays 1.0 (even)
+              np.array([1.0 + 2.0 ** -52, 2.0 ** -53]),           # tie: rounds up to even
+              np.array([1.0, 2.0 ** -53, 2.0 ** -200]),           # just above the tie
+              np.array([tiny, tiny, -tiny]),                      # subnormal
+              np.array([2.0 ** -1022, -tiny]),                    # normal - subnormal
+              np.array([-tiny]),                                  # negative subnormal
+              np.array([1.7e308, 1.7e308]),                       # overflow: +inf
+              np.array([-1.7e308, -1.7e308]),                     # -inf
+              np.array([1.7e308, 1.7e308, -1.7e308]),             # back in range
+              np.array([np.nan, 1.0]), np.array([np.inf, 1.0]), np.array([np.inf, -np.inf]),
+              np.array([-np.inf]), np.zeros(5)]
+    parts = [exact_parts(c) for c in cases]
+    parts.append(np.zeros(NPARTS, np.int64))                      # no term at all
+    got = _round_on_device(backend, parts[:20]) + _round_on_device(backend, parts[20:])
+    want = [parts_to_float(p) for p in parts]
+    for g, w, c in zip(got, want, cases + [None]):
+        assert (math.isnan(g) and math.isnan(w)) or (g == w and math.copysign(1, g)
+                                                      == math.copysign(1, w)), (g, w, c)
+    # the half of one binade below the smallest subnormal: ties to even from the parts alone
+    half = np.zeros(NPARTS, np.int64)
+    half[2098 + 51] = 1                       # lo = 1 at bucket 51: T = 2^51, value 2^-1075
+    third = half.copy()
+    third[2098 + 50] = 1                      # 2^-1075 + 2^-1076: above the tie
+    assert _round_on_device(backend, [half, third]) == [parts_to_float(half),
+                                                        parts_to_float(third)] == [0.0, tiny]
