@@ -11,9 +11,10 @@ K spawned processes (rank r on GPU r, ``NCCL_NVLS_ENABLE=0``) then each
 2. time one exchange (CUDA events around 50 exchanges after 5 warm-up, median of 5 runs), and
    the same exchange captured in a CUDA graph and replayed (checked again after the owned
    values change: does NCCL allow capture);
-3. compute Σ x·y and Σ z·z of global random vectors with :class:`DeviceExactReducer` and check
-   them against ``math.fsum`` of the whole vectors (bit for bit), and time one exact dot and
-   one 8-byte NCCL all-reduce (events, median of 50).
+3. compute Σ x·y and Σ z·z of global random vectors with :class:`DeviceExactReducer`, rounded
+   on the host and on the device, and check them against ``math.fsum`` of the whole vectors
+   (bit for bit); time one exact dot rounded on the host (host clock, median of 50) and on the
+   device (events), and one 8-byte NCCL all-reduce (events).
 
 Prints one JSON object per rank, then a summary (max over ranks); exits 1 if a check fails.
 """
@@ -125,6 +126,15 @@ def _rank(rank, k, uid, rp, nnodes, queue):
         red.dots((xs, ys))
         ts.append(1e6 * (time.perf_counter() - t0))
     out["exact_dot_us_host_clock"] = float(np.median(ts))
+    red.post_dots((xs, ys), (zs, zs))                 # rounded on the device: same bits?
+    dev = [float(v) for v in b.to_host(red.finish_on_device())]
+    out["exact_dots"]["on_device"] = dev
+    out["ok"] &= dev == want
+
+    def exact_on_device():
+        red.post_dots((xs, ys))
+        red.finish_on_device()
+    out["exact_dot_on_device_us"] = _events(b.stream, exact_on_device)
     one = b.zeros(1)
     out["allreduce_8B_us"] = _events(b.stream, lambda: t.allreduce(one, "sum"))
     queue.put(out)
@@ -173,6 +183,7 @@ def main(argv=None) -> int:
                "halo_graph_us_max": {blk: max((r[f"halo_block{blk}"]["graph_us_per_exchange"]
                                               or math.nan) for r in results) for blk in (1, 3)},
                "exact_dot_us_max": max(r["exact_dot_us_host_clock"] for r in results),
+               "exact_dot_on_device_us_max": max(r["exact_dot_on_device_us"] for r in results),
                "allreduce_8B_us_max": max(r["allreduce_8B_us"] for r in results)}
     print(json.dumps(summary))
     if a.json:
