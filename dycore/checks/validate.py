@@ -6,7 +6,7 @@ backend with ``solver_mode = host`` (SciPy/PyAMG solves on both sides, so only t
 kernels differ). Then
 
 1. every assembly kernel output is compared once on the initial state plus a smooth perturbation
-   (:func:`_kernel_test_state`: at rest-in-balance the momentum rhs is pure cancellation), for the
+   (:func:`dycore.checks.operators.state_inputs`: at rest-in-balance the momentum rhs is pure cancellation), for the
    tracer matrix and rhs of θ' and q_v, momentum BCSR matrix and rhs, C, K_p and lumped mass:
    number of differing entries,
    max |Δ|, max |Δ| / max |CPU|, max distance in ulp (difference of the order-preserving
@@ -94,53 +94,13 @@ def default_tolerance(assembly: str, strict: bool) -> float:
     return 0.0 if (assembly == "deterministic" and strict) else DEFAULT_RELATIVE_TOLERANCE
 
 
-def _kernel_test_state(sim):
-    """The initial state plus a smooth, deterministic perturbation, as backend arrays.
-
-    At rest-in-balance the momentum right-hand side is a sum of cancelling terms (on the paper
-    mesh max |rhs| = 4e-8 from terms of order 1e5), so a difference relative to it would measure
-    cancellation, not the kernels. The perturbation s(x, y, z) = sin(2πx̂) cos(2πŷ) sin(πẑ) on
-    the unit-scaled box adds (1, 0.5, 0.2)·s m/s to u, 0.1·s K to θ' and 100·s m²/s² to p.
-
-    Returns
-    -------
-    (u (n,3), theta_prime (n,), p (n,)) backend float64 arrays.
-    """
-    xyz = sim.mesh.coords
-    lo, hi = xyz.min(axis=0), xyz.max(axis=0)
-    xh, yh, zh = ((xyz - lo) / np.where(hi > lo, hi - lo, 1.0)).T
-    s = np.sin(2 * np.pi * xh) * np.cos(2 * np.pi * yh) * np.sin(np.pi * zh)
-    b, st = sim.backend, sim.state
-    u = b.to_host(st.u) + s[:, None] * np.array([1.0, 0.5, 0.2])
-    th = b.to_host(st.theta_prime) + 0.1 * s
-    p = b.to_host(st.p) + 100.0 * s
-    return b.to_device(u), b.to_device(th), b.to_device(p)
-
-
 def _initial_kernel_outputs(sim) -> dict:
-    """Every assembly kernel's output on :func:`_kernel_test_state`, as host arrays."""
-    c, asm, b = sim.coeffs, sim.assembler, sim.backend
-    tc = sim.config.time
-    dtt = tc.dt * tc.theta
-    h = b.to_host
-    u, th, p = _kernel_test_state(sim)
-    st = sim.state
-    src = -u[:, 2] * c.dtheta_bar_dz
-    out = {}
-    v, r = asm.tracer("validate", u, th, src, c.sigma, c.zeros, c.kappa, dtt)
-    out["tracer theta_prime matrix"], out["tracer theta_prime rhs"] = h(v).copy(), h(r).copy()
-    v, r = asm.tracer("validate", u, st.q["q_v"], c.zeros, c.sigma, c.q_ref["q_v"],
-                      c.kappa_q, dtt)
-    out["tracer q_v matrix"], out["tracer q_v rhs"] = h(v).copy(), h(r).copy()
-    v, r = asm.momentum(u, st.u, c.g_over_theta_bar * th, p, c.sigma, c.u_ref, c.nu, c.f_cor,
-                        dtt)
-    out["momentum matrix"], out["momentum rhs"] = h(v).copy(), h(r).copy()
-    cv, detj = asm.divergence()
-    out["divergence C"], out["det J"] = h(cv).copy(), h(detj).copy()
-    out["stabilisation K_p"] = h(asm.stabilisation()[0]).copy()
-    out["lumped mass"] = h(asm.lumped_mass()).copy()
-    b.synchronize()
-    return out
+    """Every assembly operator's output (:func:`dycore.checks.operators.operator_outputs`:
+    one call per loop of the assembly table, so a new operator cannot be missing here) on the
+    smoothly perturbed initial state (:func:`dycore.checks.operators.state_inputs`), as host
+    arrays named ``tracer theta_prime matrix``, ``momentum rhs``, ``divergence C``, ..."""
+    from dycore.checks.operators import operator_outputs, state_inputs
+    return operator_outputs(sim.assembler, state_inputs(sim))
 
 
 # ------------------------------------------------------------------------------ result
