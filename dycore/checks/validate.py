@@ -6,8 +6,9 @@ backend with ``solver_mode = host`` (SciPy/PyAMG solves on both sides, so only t
 kernels differ). Then
 
 1. every assembly kernel output is compared once on the initial state plus a smooth perturbation
-   (:func:`dycore.checks.operators.state_inputs`: at rest-in-balance the momentum rhs is pure cancellation), for the
-   tracer matrix and rhs of θ' and q_v, momentum BCSR matrix and rhs, C, K_p and lumped mass:
+   (:func:`dycore.checks.operators.state_inputs`: at rest-in-balance the momentum rhs is pure
+   cancellation), for the tracer matrix and rhs of θ' and q_v, momentum BCSR matrix and rhs,
+   C, K_p and lumped mass:
    number of differing entries,
    max |Δ|, max |Δ| / max |CPU|, max distance in ulp (difference of the order-preserving
    ``np.int64`` views of the float64 bit patterns);
