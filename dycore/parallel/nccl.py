@@ -95,7 +95,7 @@ class LoopbackWorld:
     def __init__(self, size: int):
         self.size = int(size)
         self.box: dict = {}
-        self._reduce: dict = {}
+        self.pending: dict = {}          # rank -> array of the all-reduce being posted
 
     def transport(self, rank: int) -> "_Loopback":
         return _Loopback(self, int(rank))
@@ -123,7 +123,7 @@ class _Loopback:
         self._recvs = []
 
     def allreduce(self, a, op: str = "sum") -> None:
-        pending = self.world._reduce.setdefault("arrays", {})
+        pending = self.world.pending
         pending[self.rank] = a
         if len(pending) < self.size:
             return
@@ -133,4 +133,4 @@ class _Loopback:
             total = total + other if op == "sum" else np.maximum(total, other)
         for arr in arrays:
             arr[...] = total
-        self.world._reduce.clear()
+        pending.clear()
