@@ -2,11 +2,12 @@
 
 python3 scripts/pressure_ab.py CONFIG [--steps N] [--assembly atomic|deterministic] [--set V ...]
 Variants (--set picks some by name): row-group sums in shared memory vs warp shuffles, general vs
-lean CSR kernels, float64 vs float32 AMG levels, Chebyshev sweeps, the largest row group. For
+lean CSR kernels, float64 vs float32 AMG levels, Chebyshev sweeps, the largest row group, and the
+direct solve (``solvers.pressure.method: direct``: cuDSS, factorised once). For
 each: median step (host clock around step(), graphs on) over N steps after 3 warm-up steps, the
 pressure solve alone (per-stage timers, whole-iteration capture off, 5 steps), iterations per
-step, and the fields after the steps against the first variant's (bitwise; meaningful with
-deterministic assembly).
+step, and the fields after the steps against the first variant's (bitwise, else the largest
+difference relative to the field's maximum; meaningful with deterministic assembly).
 """
 import argparse
 import time
@@ -18,14 +19,15 @@ from dycore.solvers.device import DeviceSystems
 from dycore.solvers.krylov import DeviceLinalg
 from dycore.timestepping.simulation import Simulation
 
-#: name: (shuffle, lean, precision, smoother sweeps, max row group)
+#: name: (shuffle, lean, precision, smoother sweeps, max row group, method)
 VARIANTS = {
-    "before": (False, False, "float64", 2, None),
-    "shuffle+lean f64": (True, True, "float64", 2, None),
-    "shuffle+lean f32": (True, True, "float32", 2, None),
-    "f32 group<=4": (True, True, "float32", 2, 4),
-    "f32 sweeps 1": (True, True, "float32", 1, None),
-    "f32 sweeps 3": (True, True, "float32", 3, None),
+    "before": (False, False, "float64", 2, None, "cg"),
+    "shuffle+lean f64": (True, True, "float64", 2, None, "cg"),
+    "shuffle+lean f32": (True, True, "float32", 2, None, "cg"),
+    "f32 group<=4": (True, True, "float32", 2, 4, "cg"),
+    "f32 sweeps 1": (True, True, "float32", 1, None, "cg"),
+    "f32 sweeps 3": (True, True, "float32", 3, None, "cg"),
+    "direct": (True, True, "float32", 2, None, "direct"),
 }
 ap = argparse.ArgumentParser()
 ap.add_argument("config")
@@ -37,10 +39,11 @@ cfg = dycore.load_config(a.config, **{"backend.name": "gpu", "backend.solver_mod
                                       "backend.assembly": a.assembly})
 rows, ref = [], None
 for label in a.set:
-    shuffle, lean, precision, sweeps, group = VARIANTS[label]
+    shuffle, lean, precision, sweeps, group, method = VARIANTS[label]
     DeviceLinalg.SHUFFLE, DeviceLinalg.LEAN, DeviceLinalg.DEFAULT_MAX_GROUP = shuffle, lean, group
     c = cfg.model_copy(update={"solvers": cfg.solvers.model_copy(update={
-        "pressure": cfg.solvers.pressure.model_copy(update={"precision": precision})})})
+        "pressure": cfg.solvers.pressure.model_copy(update={"precision": precision,
+                                                             "method": method})})})
     t = time.perf_counter()
     sim = Simulation(c)
     if sweeps != 2:
@@ -57,6 +60,10 @@ for label in a.set:
         ts.append(1e3 * (time.perf_counter() - t))
     fields = sim.host_fields()
     same = "ref" if ref is None else all(np.array_equal(fields[k], ref[k]) for k in fields)
+    if same is False:
+        same = "max rel diff %.1e" % max(np.abs(fields[k] - ref[k]).max()
+                                         / max(np.abs(ref[k]).max(), 1e-300) for k in fields)
+    segs = [len(g.segments) for g in sim.stepper.graphs._graphs.values()]
     ref = ref or fields
     its = sim.stepper.step(sim.state).iterations
     sim.stepper.graphs.enabled = False
@@ -67,7 +74,7 @@ for label in a.set:
     rows.append((label, np.median(ts), min(ts), max(ts), p, its["pressure"] // 2, same))
     print(f"{label}: build {build:.2f} s, step median {np.median(ts):.2f} ms "
           f"[{min(ts):.2f}-{max(ts):.2f}], pressure solve {p:.2f} ms, iterations {its}, "
-          f"fields bitwise = first: {same}", flush=True)
+          f"fields bitwise = first: {same}, graph segments per iteration {segs}", flush=True)
     del sim
 print("\n| variant | step median [min-max] ms | pressure solve ms | CG its per solve | fields = first |")
 print("|---|---|---|---|---|")

@@ -83,6 +83,8 @@ class GPUBackend:
         self.kernels = get_kernels(strict)
         self.counters = Counters()
         self.stream, self.nb_stream = None, 0
+        #: the Graph being captured (None: launches run now)
+        self.capturing = None
         self._ops = None
         self._start()
 
@@ -164,6 +166,15 @@ class GPUBackend:
         (nothing runs during capture); under the simulator the graph re-issues them; with
         ``graphs=False`` nothing is captured and a replay launches them from Python."""
         return Graph(self, issue, capture=self.graphs)
+
+    def uncaptured(self, call) -> None:
+        """Run ``call()`` (host code that issues GPU work on this stream but cannot be captured
+        into a CUDA graph) now, or, while a :class:`Graph` is being captured, at this point of
+        every replay: the graph is split around it (:meth:`Graph.split`)."""
+        if self.capturing is None:
+            call()
+        else:
+            self.capturing.split(call)
 
     def csr(self, data, indices, indptr, shape):
         """A :class:`DeviceCSR` over host (data, indices, indptr): our SpMV in SciPy's row order

@@ -27,24 +27,40 @@ class Graph:
     def __init__(self, backend, issue, capture=True):
         self.b = backend
         self.issue = issue
+        #: what a replay runs in order: CUDA graphs and host calls between them
+        #: (:meth:`split`); one graph unless the work asked for an uncaptured call
+        self.segments = []
         self.graph = None
         self.direct = not capture                # replays are plain launches
         before = backend.counters.launches
         if capture and not backend.simulator:
             import cupy
+            self._mode = cupy.cuda.runtime.streamCaptureModeRelaxed
             stream = backend.stream
             try:
-                stream.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeRelaxed)
+                backend.capturing = self
+                stream.begin_capture(mode=self._mode)
                 try:
                     issue()
                 finally:
-                    graph = stream.end_capture()
-                self.graph = graph
+                    backend.capturing = None
+                    self.segments.append(stream.end_capture())
+                self.graph = self.segments[0]
             except Exception as exc:  # noqa: BLE001 - any capture failure: launch directly
+                self.segments = []
                 log.warning("CUDA graph capture failed (%s: %s); launching these kernels "
                             "directly", type(exc).__name__, exc)
         self.kernels = backend.counters.launches - before
         backend.counters.launches = before       # captured, not run
+
+    def split(self, call) -> None:
+        """During the capture: end the graph here, record ``call`` (host code issuing work the
+        capture cannot hold, e.g. a library solve that synchronises internally) to run at this
+        point of every replay, and capture what follows into a further graph."""
+        stream = self.b.stream
+        self.segments.append(stream.end_capture())
+        self.segments.append(call)
+        stream.begin_capture(mode=self._mode)
 
     def replay(self) -> None:
         """Run the captured kernels once more (on the backend's stream).
@@ -58,7 +74,11 @@ class Graph:
         c.graph_replays += 1
         if self.graph is not None:
             c.graph_kernels += self.kernels
-            self.graph.launch(stream=self.b.stream)
+            for seg in self.segments:
+                if callable(seg):
+                    seg()
+                else:
+                    seg.launch(stream=self.b.stream)
             return
         saved = c.launches
         self.issue()

@@ -2,7 +2,8 @@
 
 - pressure: CG (:class:`DevicePCG`) with the smoothed-aggregation V-cycle of
   :mod:`dycore.solvers.amg` (PyAMG sets the hierarchy up once on the host; the cycle runs as our
-  kernels), or Jacobi, or none;
+  kernels), or Jacobi, or none; or (``method: direct``) a factorisation made once per run
+  (:mod:`dycore.solvers.direct`: cuDSS on a GPU, SuperLU under the simulator);
 - momentum: BiCGStab over the assembled BCSR 3×3 ``values`` in place, block-Jacobi (the 3×3
   inverses are computed on the device at the start of each solve), Jacobi or none;
 - tracers: BiCGStab over the assembled CSR ``values``, Jacobi or none.
@@ -67,6 +68,36 @@ class DeviceSystems:
             if c.method == "gmres":
                 log.info("solvers.%s.method gmres: device mode runs BiCGStab with the same "
                          "rtol/atol", name)
+        self.pcg = self.direct = None
+        if cfg.pressure.method == "direct":
+            from dycore.solvers.direct import direct_solver
+            self.b_arr, self.bv = la.zeros(self.n)
+            self.x_arr = la.zeros(self.n)[0]
+            with timers("pressure factorisation (once)"):
+                self.direct = direct_solver(backend, ops.pressure_host, self.b_arr, self.x_arr,
+                                            cfg.pressure.rtol)
+        else:
+            a, m = self._pressure_cg_parts(ops, cfg, smoother, sweeps, max_coarse, setup_cache)
+            self.pcg = DevicePCG(la, a, m, cfg.pressure, self.ctl[_PRESSURE])
+        diag = sparsity.diagonal_positions()
+        self.momentum_solver = DeviceBiCGStab(la, self.n, 3, diag, cfg.momentum.preconditioner,
+                                              cfg.momentum, self.ctl[_MOMENTUM], "momentum")
+        self.tracer_solver = DeviceBiCGStab(la, self.n, 1, diag, cfg.tracer.preconditioner,
+                                            cfg.tracer, self.ctl[_TRACER], "tracer")
+        self.stats_arr, self.stats = la.zeros(2 * len(SYSTEMS))
+        #: verify every solve at once (one host sync each); after a verified step, solves are
+        #: replayed unchecked and verified together by :meth:`end_step`
+        self.check = True
+        #: launch the solves' kernels directly (an enclosing graph is being captured)
+        self.inline = False
+        self._indptr = backend.to_device(sparsity.indptr.astype(np.int32))
+        self._indices = backend.to_device(sparsity.indices.astype(np.int32))
+        self._matrices, self._views = {}, {}
+
+    def _pressure_cg_parts(self, ops, cfg, smoother, sweeps, max_coarse, setup_cache):
+        """(DeviceMatrix, preconditioner) of the pressure CG: the V-cycle (sets
+        ``self.amg_sizes``) or Jacobi."""
+        la, timers, backend = self.la, self.timers, self.b
         pc = cfg.pressure.preconditioner
         a = DeviceMatrix.from_scipy(la, ops.pressure_host)
         if pc == "amg":
@@ -82,29 +113,13 @@ class DeviceSystems:
                                                               "pressure AMG hierarchy"))
             self.amg_sizes = h.sizes
             single = cfg.pressure.precision in ("auto", "float32") and not backend.strict
-            m = DeviceVCycle(la, h, np.float32 if single else np.float64)
+            return a, DeviceVCycle(la, h, np.float32 if single else np.float64)
         elif pc in ("jacobi", "none"):
             dinv = (1.0 / ops.pressure_host.diagonal() if pc == "jacobi"
                     else np.ones(self.n))
-            m = DeviceJacobi(la, a, dinv)
-        else:
-            raise ConfigError(f"solvers.pressure.preconditioner: '{pc}' is not available in "
-                              "device mode (use amg, jacobi or none)")
-        self.pcg = DevicePCG(la, a, m, cfg.pressure, self.ctl[_PRESSURE])
-        diag = sparsity.diagonal_positions()
-        self.momentum_solver = DeviceBiCGStab(la, self.n, 3, diag, cfg.momentum.preconditioner,
-                                              cfg.momentum, self.ctl[_MOMENTUM], "momentum")
-        self.tracer_solver = DeviceBiCGStab(la, self.n, 1, diag, cfg.tracer.preconditioner,
-                                            cfg.tracer, self.ctl[_TRACER], "tracer")
-        self.stats_arr, self.stats = la.zeros(2 * len(SYSTEMS))
-        #: verify every solve at once (one host sync each); after a verified step, solves are
-        #: replayed unchecked and verified together by :meth:`end_step`
-        self.check = True
-        #: launch the solves' kernels directly (an enclosing graph is being captured)
-        self.inline = False
-        self._indptr = backend.to_device(sparsity.indptr.astype(np.int32))
-        self._indices = backend.to_device(sparsity.indices.astype(np.int32))
-        self._matrices, self._views = {}, {}
+            return a, DeviceJacobi(la, a, dinv)
+        raise ConfigError(f"solvers.pressure.preconditioner: '{pc}' is not available in "
+                          "device mode (use amg, jacobi or none)")
 
     @staticmethod
     def _key(a):
@@ -168,7 +183,15 @@ class DeviceSystems:
         return x.reshape(self.n, 3)
 
     def pressure(self, rhs, x0=None):
-        """Solve the pinned (CMC + KMK) δp = rhs with CG; rhs (n,) -> δp (n,)."""
+        """Solve the pinned (CMC + KMK) δp = rhs with CG, or with the factorisation made at
+        set-up (``method: direct``; 0 iterations counted); rhs (n,) -> δp (n,)."""
+        if self.direct is not None:
+            self.la.launch(self.la.k.copy, self.n, self._view(rhs), self.bv)
+            if self.direct.capturable:
+                self.direct.solve()
+            else:
+                self.b.uncaptured(self.direct.solve)
+            return self.x_arr
         self.la.launch(self.la.k.copy, self.n, self._view(rhs), self.pcg.bv)
         x, _ = self.pcg.solve(self.check, self.inline)
         self._solved(self.pcg, _PRESSURE)

@@ -69,6 +69,7 @@ class HostSolver:
         self.cfg = cfg
         self._amg = None
         self._amg_matrix_id = None
+        self._lu = None           # (matrix id, HostDirect) for method "direct"
 
     def _preconditioner(self, a, block_diag=None):
         kind = self.cfg.preconditioner
@@ -112,6 +113,8 @@ class HostSolver:
         SolverDivergedError if the method does not converge or returns non-finite values.
         """
         cfg = self.cfg
+        if cfg.method == "direct":
+            return self._direct(a, b), 0
         m = self._preconditioner(a, block_diag)
         its = [0]
 
@@ -139,3 +142,15 @@ class HostSolver:
                 f"info={info}, {its[0]} iterations, relative residual {res:.3e} "
                 f"(rtol {cfg.rtol:g}, max_iterations {cfg.max_iterations})")
         return x, its[0]
+
+    def _direct(self, a, b):
+        """x = A⁻¹ b with a SuperLU factorisation of ``a`` made at its first solve and kept
+        while the same matrix object comes back (the pressure matrix is constant)."""
+        from dycore.solvers.direct import HostDirect
+        if self._lu is None or self._lu[0] is not a:
+            n = a.shape[0]
+            self._lu = (a, HostDirect(a, np.zeros(n), np.zeros(n), self.cfg.rtol))
+        lu = self._lu[1]
+        lu.b[:] = b
+        lu.solve()
+        return lu.x.copy()

@@ -1,0 +1,253 @@
+"""Direct solves of the constant pressure matrix: factorised once per run, solved every iteration.
+
+The pinned pressure matrix (CMC + s·KMK, docs/equations.md §4.5) depends only on the mesh, so
+a sparse Cholesky/LU factorisation made at set-up serves every pressure solve of the run
+(``solvers.pressure.method: direct``). Two factorisations, chosen by where the vectors live:
+
+- :class:`CudssDirect`: NVIDIA cuDSS through nvmath-python's low-level bindings
+  (``nvmath.bindings.cudss``) on a GPU — analysis (nested-dissection reordering, symbolic
+  factorisation) and numeric factorisation once, then each solve is two triangular sweeps issued
+  on the backend's stream into the solver's own right-hand-side and solution buffers (no host
+  synchronisation, no allocation). Whether cuDSS's solve can be captured into a CUDA graph is
+  measured at set-up (:attr:`CudssDirect.capturable`); if it cannot, the captured Picard
+  iteration is split around it (:meth:`dycore.backend.gpu.GPUBackend.uncaptured`).
+- :class:`HostDirect`: SciPy's SuperLU (``scipy.sparse.linalg.splu``, minimum-degree ordering on
+  AᵀA + A) on host arrays — the host solver mode and numba-cuda's simulator.
+
+Both check the factorisation once at set-up: the relative residual ‖b − A x‖₂/‖b‖₂ of a solve
+with a fixed pseudo-random right-hand side must not exceed the configured ``rtol``
+(:attr:`residual` keeps it).
+"""
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from dycore.errors import ConfigError, SolverDivergedError
+
+__all__ = ["HostDirect", "CudssDirect", "direct_solver", "check_factorisation"]
+
+log = logging.getLogger("dycore")
+
+#: what to install for ``solvers.pressure.method: direct`` on a GPU
+CUDSS_INSTALL = "pip install 'nvmath-python[cu13]'  (or [cu12] for a CUDA 12 driver)"
+
+
+def check_factorisation(a, solve, rtol: float, label: str = "pressure") -> float:
+    """Relative residual of one solve with a fixed pseudo-random right-hand side.
+
+    Parameters
+    ----------
+    a : scipy sparse (n, n) — the factorised matrix
+    solve : callable (n,) float64 host array -> (n,) float64 host array
+    rtol : the configured relative tolerance; label : system name for the error
+
+    Returns
+    -------
+    float : ‖b − A x‖₂ / ‖b‖₂
+
+    Raises
+    ------
+    SolverDivergedError when the residual exceeds ``max(rtol, 1e-8)`` or is not finite.
+    """
+    b = np.random.default_rng(12345).standard_normal(a.shape[0])
+    x = solve(b)
+    res = float(np.linalg.norm(b - a @ x) / np.linalg.norm(b))
+    if not res <= max(rtol, 1e-8):
+        raise SolverDivergedError(
+            f"{label} direct solve: the factorisation's relative residual is {res:.3e} "
+            f"(> rtol {rtol:g}); the matrix may be singular (is the pressure pinned?) — use "
+            f"solvers.{label}.method: cg")
+    return res
+
+
+class HostDirect:
+    """SuperLU factorisation of ``a`` solving ``x = A⁻¹ b`` between two fixed host arrays.
+
+    Parameters
+    ----------
+    a : scipy sparse (n, n), float64, nonsingular
+    b, x : (n,) float64 NumPy arrays (the simulator's "device" arrays are NumPy too): the
+        right-hand side read by :meth:`solve` and the solution it overwrites
+    rtol : tolerance of the set-up check (:func:`check_factorisation`)
+
+    Raises
+    ------
+    SolverDivergedError when the matrix is singular or the set-up check fails.
+
+    Attributes
+    ----------
+    fill : int — nonzeros of L + U; residual : float — the set-up check's relative residual;
+    setup_s : float — seconds to factorise; capturable : False (host work)
+    """
+
+    capturable = False
+    name = "SuperLU (host)"
+
+    def __init__(self, a, b, x, rtol: float = 1e-10):
+        t = time.perf_counter()
+        try:
+            self.lu = spla.splu(sp.csc_matrix(a), permc_spec="MMD_AT_PLUS_A")
+        except RuntimeError as exc:                  # SuperLU: "Factor is exactly singular"
+            raise SolverDivergedError(
+                f"pressure direct solve: SuperLU could not factorise the matrix ({exc}); use "
+                f"solvers.pressure.method: cg") from exc
+        self.setup_s = time.perf_counter() - t
+        self.fill = int(self.lu.L.nnz + self.lu.U.nnz)
+        self.b, self.x = b, x
+        self.residual = check_factorisation(a, self.lu.solve, rtol)
+
+    def solve(self) -> None:
+        """x ← A⁻¹ b (in place)."""
+        self.x[:] = self.lu.solve(np.asarray(self.b))
+
+
+class CudssDirect:
+    """cuDSS factorisation of the SPD matrix ``a`` on the GPU; ``solve()`` is stream-ordered.
+
+    Parameters
+    ----------
+    backend : GPUBackend (CuPy arrays, its ``stream``)
+    a : scipy sparse (n, n) float64, symmetric positive definite (the pinned pressure matrix)
+    b, x : (n,) float64 CuPy arrays: the right-hand side read by :meth:`solve` and the solution
+        it overwrites (fixed buffers: a captured graph keeps reading them)
+    rtol : tolerance of the set-up check (:func:`check_factorisation`)
+
+    Attributes
+    ----------
+    fill : int — nonzeros of the factors (cuDSS's ``LU_NNZ``); residual : set-up check;
+    setup_s : seconds for analysis + factorisation; capturable : bool — whether the solve was
+    captured into a CUDA graph at set-up and its replay gave the same bits as the direct call
+
+    Raises
+    ------
+    ConfigError when nvmath-python or the cuDSS library cannot be loaded (names the install);
+    SolverDivergedError when the factorisation fails (cuDSS ``INFO`` ≠ 0) or its check does.
+    """
+
+    name = "cuDSS"
+
+    def __init__(self, backend, a, b, x, rtol: float = 1e-10):
+        try:
+            from nvmath.bindings import cudss
+        except Exception as exc:  # noqa: BLE001 - ImportError or a missing shared library
+            raise ConfigError(
+                f"solvers.pressure.method: direct needs NVIDIA cuDSS through nvmath-python on "
+                f"the GPU ({type(exc).__name__}: {exc}); install it with {CUDSS_INSTALL}, or "
+                f"use solvers.pressure.method: cg") from exc
+        self.cd, self.b_arr, self.x_arr, self.backend = cudss, b, x, backend
+        xp, n = backend.xp, a.shape[0]
+        a = sp.csr_matrix(a)
+        self._arrays = (xp.asarray(a.indptr.astype(np.int32)),
+                        xp.asarray(a.indices.astype(np.int32)),
+                        xp.asarray(a.data.astype(np.float64)))
+        ptr, idx, val = self._arrays
+        t = time.perf_counter()
+        try:
+            self.handle = cudss.create()
+        except Exception as exc:  # noqa: BLE001 - libcudss not found at first use
+            raise ConfigError(
+                f"solvers.pressure.method: direct: the cuDSS library could not be loaded "
+                f"({type(exc).__name__}: {exc}); install it with {CUDSS_INSTALL}") from exc
+        cudss.set_stream(self.handle, backend.stream.ptr)
+        self.config = cudss.config_create()
+        self.data = cudss.data_create(self.handle)
+        r64, r32 = cudss.DataType.R_64F, cudss.DataType.R_32I
+        self.a = cudss.matrix_create_csr(
+            n, n, int(a.nnz), ptr.data.ptr, 0, idx.data.ptr, val.data.ptr, r32, r32, r64,
+            cudss.MatrixType.SPD, cudss.MatrixViewType.FULL, cudss.IndexBase.ZERO)
+        self.b = cudss.matrix_create_dn(n, 1, n, b.data.ptr, r64, cudss.Layout.COL_MAJOR)
+        self.x = cudss.matrix_create_dn(n, 1, n, x.data.ptr, r64, cudss.Layout.COL_MAJOR)
+        self._finalizer = weakref.finalize(self, _destroy, cudss, self.handle, self.config,
+                                           self.data, (self.a, self.b, self.x))
+        self._execute(cudss.Phase.ANALYSIS)
+        self._execute(cudss.Phase.FACTORIZATION)
+        backend.synchronize()
+        self.setup_s = time.perf_counter() - t
+        info = self._get(cudss.DataParam.INFO, np.int32)
+        if info != 0:
+            raise SolverDivergedError(f"pressure direct solve: cuDSS factorisation failed "
+                                      f"(INFO = {info}: the matrix is not positive definite)")
+        self.fill = self._get(cudss.DataParam.LU_NNZ, np.int64)
+        self.residual = check_factorisation(a, self._solve_host, rtol)
+        self.capturable = self._try_capture()
+
+    def _execute(self, phase) -> None:
+        self.cd.execute(self.handle, phase, self.config, self.data, self.a, self.x, self.b)
+
+    def _get(self, param, dtype) -> int:
+        value, written = np.zeros(1, dtype), np.zeros(1, np.uint64)
+        self.cd.data_get(self.handle, self.data, param, value.ctypes.data, value.nbytes,
+                         written.ctypes.data)
+        return int(value[0])
+
+    def solve(self) -> None:
+        """x ← A⁻¹ b: issued on the backend's stream, returns at once (no host sync)."""
+        self._execute(self.cd.Phase.SOLVE)
+
+    def _solve_host(self, rhs):
+        self.b_arr[...] = self.backend.to_device(rhs)
+        self.solve()
+        return self.backend.to_host(self.x_arr)
+
+    def _try_capture(self) -> bool:
+        """Capture one solve into a CUDA graph and replay it: True if that works and gives the
+        bits of the solve issued directly (then the solve may sit inside a captured iteration)."""
+        import cupy
+        stream, b = self.backend.stream, self.backend
+        self.b_arr[...] = b.to_device(np.random.default_rng(7).standard_normal(self.b_arr.size))
+        self.solve()
+        direct = b.to_host(self.x_arr)
+        self.x_arr.fill(0.0)
+        try:
+            stream.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeRelaxed)
+            try:
+                self.solve()
+            finally:
+                graph = stream.end_capture()
+            graph.launch(stream=stream)
+            same = bool(np.array_equal(b.to_host(self.x_arr), direct))
+        except Exception as exc:  # noqa: BLE001 - any capture failure: split the graphs
+            log.info("cuDSS solve not capturable (%s: %s): the Picard iteration's graph is "
+                     "split around it", type(exc).__name__, exc)
+            return False
+        if not same:
+            log.info("cuDSS solve captured but its replay differs from a direct call: the "
+                     "Picard iteration's graph is split around it")
+        return same
+
+
+def _destroy(cudss, handle, config, data, matrices) -> None:
+    for m in matrices:
+        cudss.matrix_destroy(m)
+    cudss.data_destroy(handle, data)
+    cudss.config_destroy(config)
+    cudss.destroy(handle)
+
+
+def direct_solver(backend, a, b, x, rtol: float = 1e-10):
+    """The direct solver for the backend's arrays: cuDSS on a GPU, SuperLU on host arrays.
+
+    Parameters
+    ----------
+    backend : CPUBackend / GPUBackend / its simulator; a : scipy sparse (n, n)
+    b, x : (n,) float64 backend arrays (right-hand side, solution)
+
+    Returns
+    -------
+    CudssDirect or HostDirect, factorised and checked (logs its set-up time and fill)
+    """
+    on_gpu = getattr(backend, "name", "cpu") == "gpu" and not getattr(backend, "simulator",
+                                                                      False)
+    s = CudssDirect(backend, a, b, x, rtol) if on_gpu else HostDirect(a, b, x, rtol)
+    log.info("pressure: %s factorisation of %d rows in %.2f s (%d nonzeros in the factors, "
+             "%.1f× the matrix), set-up residual %.1e%s", s.name, a.shape[0], s.setup_s, s.fill,
+             s.fill / max(a.nnz, 1), s.residual,
+             "" if not on_gpu else (", solve captured in the iteration graphs" if s.capturable
+                                    else ", iteration graphs split around the solve"))
+    return s
