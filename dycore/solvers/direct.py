@@ -21,6 +21,7 @@ with a fixed pseudo-random right-hand side must not exceed the configured ``rtol
 from __future__ import annotations
 
 import logging
+import os
 import time
 import weakref
 
@@ -117,11 +118,17 @@ class CudssDirect:
     b, x : (n,) float64 CuPy arrays: the right-hand side read by :meth:`solve` and the solution
         it overwrites (fixed buffers: a captured graph keeps reading them)
     rtol : tolerance of the set-up check (:func:`check_factorisation`)
+    reordering : name of a cuDSS ``ReorderingAlg`` (DEFAULT: nested dissection)
+    perm : (n,) int32 or None — a fill-reducing permutation to use instead of reordering
+        (cuDSS ``USER_PERM``, e.g. :meth:`permutation` of an earlier run)
+
+    With ``CUDSS_THREADING_LIB`` set to cuDSS's threading layer (``libcudss_mtlayer_gomp.so``),
+    the host part of the analysis runs multithreaded.
 
     Attributes
     ----------
     fill : int — nonzeros of the factors (cuDSS's ``LU_NNZ``); residual : set-up check;
-    setup_s : seconds for analysis + factorisation; capturable : bool — whether the solve was
+    setup_s : seconds for analysis + factorisation (analysis_s of them the analysis); capturable : bool — whether the solve was
     captured into a CUDA graph at set-up and its replay gave the same bits as the direct call
 
     Raises
@@ -132,7 +139,8 @@ class CudssDirect:
 
     name = "cuDSS"
 
-    def __init__(self, backend, a, b, x, rtol: float = 1e-10):
+    def __init__(self, backend, a, b, x, rtol: float = 1e-10, reordering: str = "DEFAULT",
+                 perm=None):
         try:
             from nvmath.bindings import cudss
         except Exception as exc:  # noqa: BLE001 - ImportError or a missing shared library
@@ -155,8 +163,16 @@ class CudssDirect:
                 f"solvers.pressure.method: direct: the cuDSS library could not be loaded "
                 f"({type(exc).__name__}: {exc}); install it with {CUDSS_INSTALL}") from exc
         cudss.set_stream(self.handle, backend.stream.ptr)
+        if os.environ.get("CUDSS_THREADING_LIB"):      # cuDSS's multithreaded reordering
+            cudss.set_threading_layer(self.handle, os.environ["CUDSS_THREADING_LIB"])
         self.config = cudss.config_create()
+        self._set_config(cudss.ConfigParam.REORDERING_ALG,
+                         int(getattr(cudss.ReorderingAlg, reordering)))
         self.data = cudss.data_create(self.handle)
+        if perm is not None:                           # a reordering found before (cached)
+            perm = np.ascontiguousarray(perm, np.int32)
+            cudss.data_set(self.handle, self.data, cudss.DataParam.USER_PERM, perm.ctypes.data,
+                           perm.nbytes)
         r64, r32 = cudss.DataType.R_64F, cudss.DataType.R_32I
         self.a = cudss.matrix_create_csr(
             n, n, int(a.nnz), ptr.data.ptr, 0, idx.data.ptr, val.data.ptr, r32, r32, r64,
@@ -166,6 +182,8 @@ class CudssDirect:
         self._finalizer = weakref.finalize(self, _destroy, cudss, self.handle, self.config,
                                            self.data, (self.a, self.b, self.x))
         self._execute(cudss.Phase.ANALYSIS)
+        backend.synchronize()
+        self.analysis_s = time.perf_counter() - t
         self._execute(cudss.Phase.FACTORIZATION)
         backend.synchronize()
         self.setup_s = time.perf_counter() - t
@@ -180,11 +198,19 @@ class CudssDirect:
     def _execute(self, phase) -> None:
         self.cd.execute(self.handle, phase, self.config, self.data, self.a, self.x, self.b)
 
-    def _get(self, param, dtype) -> int:
-        value, written = np.zeros(1, dtype), np.zeros(1, np.uint64)
+    def _set_config(self, param, value: int) -> None:
+        v = np.array([value], np.int32)
+        self.cd.config_set(self.config, param, v.ctypes.data, v.nbytes)
+
+    def _get(self, param, dtype, size: int = 1):
+        value, written = np.zeros(size, dtype), np.zeros(1, np.uint64)
         self.cd.data_get(self.handle, self.data, param, value.ctypes.data, value.nbytes,
                          written.ctypes.data)
-        return int(value[0])
+        return int(value[0]) if size == 1 else value
+
+    def permutation(self):
+        """The reordering the analysis chose, (n,) int32 (cuDSS ``PERM_REORDER_ROW``)."""
+        return self._get(self.cd.DataParam.PERM_REORDER_ROW, np.int32, self.b_arr.size)
 
     def solve(self) -> None:
         """x ← A⁻¹ b: issued on the backend's stream, returns at once (no host sync)."""
