@@ -13,7 +13,8 @@ from dycore.backend import solver_kernels as K
 from dycore.timestepping.simulation import Simulation
 
 cfg = dycore.load_config(sys.argv[1], **{"backend.name": "gpu", "backend.solver_mode": "device",
-                                         "backend.assembly": "deterministic"})
+                                         "backend.assembly": "deterministic",
+                                         "solvers.pressure.method": "cg"})
 sim = Simulation(cfg)
 b = sim.backend
 pcg = sim.systems.pcg

@@ -269,10 +269,12 @@ class TimeConfig(_Section):
 class LinearSolverConfig(_Section):
     """One Krylov solve: method, preconditioner and stopping criteria."""
 
-    method: Literal["cg", "gmres", "bicgstab", "direct"] = _field(
+    method: Literal["cg", "gmres", "bicgstab", "direct", "auto"] = _field(
         "gmres", unit="-", description="Krylov method (cg only for the SPD pressure system), "
         "or direct: the constant pressure matrix factorised once per run (cuDSS on a GPU with "
-        "device solvers, SuperLU on the host; pressure only)")
+        "device solvers, SuperLU on the host), or auto: direct on a GPU with device solvers "
+        "where cuDSS is installed and the matrix has at most 500,000 rows, cg otherwise "
+        "(pressure only; docs/performance.md)")
     preconditioner: Literal["amg", "jacobi", "block_jacobi", "ilu", "none"] = _field(
         "jacobi", unit="-", description="preconditioner (amg: pressure only)")
     rtol: float = _field(1e-10, unit="1", description="relative residual tolerance", gt=0, lt=1)
@@ -291,7 +293,8 @@ class LinearSolverConfig(_Section):
 
 
 _SOLVER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "pressure": {"method": "cg", "preconditioner": "amg", "rtol": 1e-10, "max_iterations": 500},
+    "pressure": {"method": "auto", "preconditioner": "amg", "rtol": 1e-10,
+                 "max_iterations": 500},
     "momentum": {"method": "gmres", "preconditioner": "block_jacobi", "rtol": 1e-10,
                  "max_iterations": 500},
     "tracer": {"method": "gmres", "preconditioner": "jacobi", "rtol": 1e-10,
@@ -327,17 +330,17 @@ class SolversConfig(_Section):
     @model_validator(mode="after")
     def _check_methods(self) -> "SolversConfig":
         problems = []
-        if self.pressure.method not in ("cg", "direct"):
-            problems.append(("pressure.method", "expected 'cg' or 'direct' (the pressure "
-                             "system is SPD)", self.pressure.method))
+        if self.pressure.method not in ("cg", "direct", "auto"):
+            problems.append(("pressure.method", "expected 'cg', 'direct' or 'auto' (the "
+                             "pressure system is SPD)", self.pressure.method))
         if self.pressure.precision == "float32" and self.pressure.preconditioner != "amg":
             problems.append(("pressure.precision", "float32 needs preconditioner amg (it "
                              "stores the AMG levels' matrices)", self.pressure.precision))
         for system in ("momentum", "tracer"):
             solver = getattr(self, system)
-            if solver.method == "direct":
-                problems.append((f"{system}.method", "expected gmres or bicgstab (direct is "
-                                 "for the constant pressure matrix only: this matrix is "
+            if solver.method in ("direct", "auto"):
+                problems.append((f"{system}.method", "expected gmres or bicgstab (direct and "
+                                 "auto are for the constant pressure matrix only: this matrix is "
                                  "assembled anew every Picard iteration)", solver.method))
             if solver.precision == "float32":
                 problems.append((f"{system}.precision", "expected float64 (float32 is for the "

@@ -99,7 +99,7 @@ class DistributedSystems:
         if c.preconditioner not in ok_pc:
             raise ConfigError(f"solvers.{name}.preconditioner: '{c.preconditioner}' is not "
                               f"available on MPI ranks (use one of {', '.join(ok_pc)})")
-        if name == "pressure" and c.method != "cg":
+        if name == "pressure" and c.method not in ("cg", "auto"):
             raise ConfigError(f"solvers.pressure.method: '{c.method}' is not available on MPI "
                               "ranks (use cg)")
 
@@ -121,7 +121,7 @@ class DistributedSystems:
     def _solve(self, name, a, b, m):
         c = getattr(self.cfg, name)
         kw = dict(rtol=c.rtol, atol=c.atol, maxiter=c.max_iterations, name=name)
-        if c.method == "cg":
+        if c.method in ("cg", "auto"):
             return cg(a, b, self.red, m=m, **kw)
         return bicgstab(a, b, self.red, m=m, **kw)
 

@@ -24,6 +24,7 @@ import numpy as np
 from dycore.errors import ConfigError
 from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy
+from dycore.solvers.direct import direct_solver, pressure_method
 from dycore.solvers.krylov import DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG
 
 __all__ = ["DeviceSystems"]
@@ -69,13 +70,13 @@ class DeviceSystems:
                 log.info("solvers.%s.method gmres: device mode runs BiCGStab with the same "
                          "rtol/atol", name)
         self.pcg = self.direct = None
-        if cfg.pressure.method == "direct":
-            from dycore.solvers.direct import direct_solver
+        self.pressure_method, why = pressure_method(cfg.pressure, backend, self.n)
+        if cfg.pressure.method == "auto":
+            log.info("solvers.pressure.method auto: %s (%s)", self.pressure_method, why)
+        if self.pressure_method == "direct":
             self.b_arr, self.bv = la.zeros(self.n)
             self.x_arr = la.zeros(self.n)[0]
-            with timers("pressure factorisation (once)"):
-                self.direct = direct_solver(backend, ops.pressure_host, self.b_arr, self.x_arr,
-                                            cfg.pressure.rtol)
+            self.direct = self._factorise(ops, cfg, setup_cache)
         else:
             a, m = self._pressure_cg_parts(ops, cfg, smoother, sweeps, max_coarse, setup_cache)
             self.pcg = DevicePCG(la, a, m, cfg.pressure, self.ctl[_PRESSURE])
@@ -93,6 +94,20 @@ class DeviceSystems:
         self._indptr = backend.to_device(sparsity.indptr.astype(np.int32))
         self._indices = backend.to_device(sparsity.indices.astype(np.int32))
         self._matrices, self._views = {}, {}
+
+    def _factorise(self, ops, cfg, setup_cache):
+        """The direct pressure solver; on a GPU its fill-reducing ordering (the analysis's
+        costly host part) is loaded from / stored in the set-up cache."""
+        cached = None if setup_cache is None else setup_cache.load("cudss-ordering")
+        with self.timers("pressure factorisation (once)"):
+            d = direct_solver(self.b, ops.pressure_host, self.b_arr, self.x_arr,
+                              cfg.pressure.rtol, perm=None if cached is None else cached["perm"])
+        if setup_cache is not None and hasattr(d, "permutation"):
+            (setup_cache.hits if cached is not None else setup_cache.misses).append(
+                "cudss-ordering")
+            if cached is None:
+                setup_cache.store("cudss-ordering", {"perm": d.permutation()})
+        return d
 
     def _pressure_cg_parts(self, ops, cfg, smoother, sweeps, max_coarse, setup_cache):
         """(DeviceMatrix, preconditioner) of the pressure CG: the V-cycle (sets

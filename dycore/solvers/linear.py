@@ -124,7 +124,7 @@ class HostSolver:
         kw = dict(rtol=cfg.rtol, atol=cfg.atol, maxiter=cfg.max_iterations, M=m, x0=x0)
         if np.linalg.norm(b) == 0.0:
             return np.zeros_like(b), 0
-        if cfg.method == "cg":
+        if cfg.method in ("cg", "auto"):          # auto: CG on the host (direct: GPU only)
             x, info = spla.cg(a, b, callback=count, **kw)
         elif cfg.method == "bicgstab":
             x, info = spla.bicgstab(a, b, callback=count, **kw)

@@ -269,7 +269,7 @@ def test_partial_solver_section_keeps_system_defaults(tmp_path):
     config = load_config(_write(tmp_path, "solvers:\n  pressure: {rtol: 1.0e-6}\n"
                                           "  momentum: {method: bicgstab}\n"))
     assert config.solvers.pressure.rtol == 1e-6
-    assert (config.solvers.pressure.method, config.solvers.pressure.preconditioner) == ("cg",
+    assert (config.solvers.pressure.method, config.solvers.pressure.preconditioner) == ("auto",
                                                                                        "amg")
     assert config.solvers.momentum.method == "bicgstab"
     assert config.solvers.momentum.preconditioner == "block_jacobi"
