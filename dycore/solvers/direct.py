@@ -128,8 +128,10 @@ class CudssDirect:
     reordering : name of a cuDSS ``ReorderingAlg`` (DEFAULT: nested dissection)
     perm : (n,) int32 or None — a fill-reducing permutation to use instead of reordering
         (cuDSS ``USER_PERM``, e.g. :meth:`permutation` of an earlier run)
-    deterministic : cuDSS's deterministic mode (the same bits from solve to solve and run to
-        run; without it two solves of one right-hand side may differ in the last bits)
+    deterministic : cuDSS's deterministic mode: the same bits from solve to solve and run to
+        run, and a solve that can be captured into a CUDA graph — but 6.7× slower on the paper
+        mesh (20.6 against 3.05 ms, H100/H200); without it two solves of one right-hand side
+        may differ in the last bits, as the atomic assembly's sums do
 
     With ``CUDSS_THREADING_LIB`` set to cuDSS's threading layer (``libcudss_mtlayer_gomp.so``),
     the host part of the analysis runs multithreaded.
@@ -149,7 +151,7 @@ class CudssDirect:
     name = "cuDSS"
 
     def __init__(self, backend, a, b, x, rtol: float = 1e-10, reordering: str = "DEFAULT",
-                 perm=None, deterministic: bool = True):
+                 perm=None, deterministic: bool = False):
         try:
             from nvmath.bindings import cudss
         except Exception as exc:  # noqa: BLE001 - ImportError or a missing shared library
@@ -273,7 +275,8 @@ def _on_gpu(backend) -> bool:
 def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
     """The pressure method a run uses: ``cfg.method`` unless it is ``auto``.
 
-    ``auto`` means ``direct`` on a GPU with device solvers, not strict, where cuDSS can be
+    ``auto`` means ``direct`` on a GPU with device solvers, atomic assembly (not strict, not
+    deterministic: cuDSS's fast solve is not bitwise reproducible), where cuDSS can be
     imported and the matrix has at most :data:`AUTO_DIRECT_MAX_ROWS` rows; ``cg`` otherwise.
 
     Returns
@@ -286,6 +289,9 @@ def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
         return "cg", "auto: direct is chosen on a GPU with device solvers only"
     if backend.strict:
         return "cg", "auto: strict mode keeps CG"
+    if getattr(backend, "assembly", "atomic") == "deterministic":
+        return "cg", ("auto: deterministic assembly keeps CG (cuDSS's reproducible mode is "
+                      "slower than CG)")
     if n > AUTO_DIRECT_MAX_ROWS:
         return "cg", f"auto: {n:,} rows > {AUTO_DIRECT_MAX_ROWS:,} (factors too large)"
     try:
@@ -299,6 +305,9 @@ def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
 def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None):
     """The direct solver for the backend's arrays: cuDSS on a GPU, SuperLU on host arrays.
 
+    cuDSS runs in its deterministic mode where the run asks for reproducible sums
+    (deterministic assembly or strict mode), else in its fast mode.
+
     Parameters
     ----------
     backend : CPUBackend / GPUBackend / its simulator; a : scipy sparse (n, n)
@@ -310,7 +319,9 @@ def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None):
     CudssDirect or HostDirect, factorised and checked (logs its set-up time and fill)
     """
     on_gpu = _on_gpu(backend)
-    s = (CudssDirect(backend, a, b, x, rtol, perm=perm) if on_gpu
+    deterministic = getattr(backend, "assembly", "atomic") == "deterministic" or getattr(
+        backend, "strict", False)
+    s = (CudssDirect(backend, a, b, x, rtol, perm=perm, deterministic=deterministic) if on_gpu
          else HostDirect(a, b, x, rtol))
     log.info("pressure: %s factorisation of %d rows in %.2f s (%d nonzeros in the factors, "
              "%.1f× the matrix), set-up residual %.1e%s", s.name, a.shape[0], s.setup_s, s.fill,
