@@ -132,6 +132,8 @@ class CudssDirect:
         run, and a solve that can be captured into a CUDA graph — but 6.7× slower on the paper
         mesh (20.6 against 3.05 ms, H100/H200); without it two solves of one right-hand side
         may differ in the last bits, as the atomic assembly's sums do
+    options : {cuDSS ConfigParam name: value} — further settings (an enum member's name for
+        SOLVE_ALG, FACTORIZATION_ALG, REORDERING_ALG; an int otherwise)
 
     With ``CUDSS_THREADING_LIB`` set to cuDSS's threading layer (``libcudss_mtlayer_gomp.so``),
     the host part of the analysis runs multithreaded.
@@ -151,7 +153,7 @@ class CudssDirect:
     name = "cuDSS"
 
     def __init__(self, backend, a, b, x, rtol: float = 1e-10, reordering: str = "DEFAULT",
-                 perm=None, deterministic: bool = False):
+                 perm=None, deterministic: bool = False, options=None):
         try:
             from nvmath.bindings import cudss
         except Exception as exc:  # noqa: BLE001 - ImportError or a missing shared library
@@ -180,6 +182,11 @@ class CudssDirect:
         self._set_config(cudss.ConfigParam.REORDERING_ALG,
                          int(getattr(cudss.ReorderingAlg, reordering)))
         self._set_config(cudss.ConfigParam.DETERMINISTIC_MODE, int(deterministic))
+        for key, value in (options or {}).items():   # e.g. {"SOLVE_ALG": "GENERAL"}
+            enum = {"SOLVE_ALG": cudss.SolveAlg, "FACTORIZATION_ALG": cudss.FactorizationAlg,
+                    "REORDERING_ALG": cudss.ReorderingAlg}.get(key)
+            self._set_config(getattr(cudss.ConfigParam, key),
+                             int(getattr(enum, value)) if enum is not None else int(value))
         self.data = cudss.data_create(self.handle)
         if perm is not None:                           # a reordering found before (cached)
             perm = np.ascontiguousarray(perm, np.int32)

@@ -1,7 +1,8 @@
 """Where the direct pressure solve's set-up and solve time go (GPU, cuDSS), on one mesh.
 
 python3 scripts/device/cudss_explore.py CONFIG [--solves N]
-For each variant (reordering algorithm; the analysis given the permutation of the first variant):
+For each variant (a reordering algorithm's name; "perm": the analysis given the permutation of
+the first variant; KEY=VALUE[,KEY=VALUE]: cuDSS settings, e.g. SOLVE_ALG=GENERAL):
 analysis and factorisation seconds, nonzeros in the factors, set-up residual, and the solve time
 (CUDA events around N solves issued back to back, median of 5 rounds, per solve), with the
 device CG of the same Simulation for comparison (its per-solve time from the stage timers).
@@ -31,7 +32,12 @@ bv, xv = sim.systems.b_arr, sim.systems.x_arr
 rhs = b.to_device(np.random.default_rng(3).standard_normal(sim.sparsity.n))
 first = None
 for v in a.variants:
-    kw = {"perm": first.permutation()} if v == "perm" else {"reordering": v}
+    if v == "perm":
+        kw = {"perm": first.permutation()}
+    elif "=" in v:
+        kw = {"options": dict(item.split("=") for item in v.split(","))}
+    else:
+        kw = {"reordering": v}
     try:
         d = CudssDirect(b, sim.ops.pressure_host, bv, xv, **kw)
     except Exception as exc:  # noqa: BLE001 - report and go on
