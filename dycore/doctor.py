@@ -2,8 +2,9 @@
 
 Like ``xarray.show_versions()``: Python and the platform, the versions of the packages a run
 uses, the GPU (name, driver, the CUDA version the driver supports and the one the installed
-wheels are built for), NCCL, MPI (mpi4py's library and the ``mpiexec`` on PATH, and whether they
-are the same implementation), the numba kernel cache directory and whether it is writable.
+wheels are built for), NCCL, cuDSS (the direct pressure solve), MPI (mpi4py's library and the
+``mpiexec`` on PATH, and whether they are the same implementation), the numba kernel cache
+directory and whether it is writable.
 
 Every probe is a function that returns :class:`Line` s and catches its own failure (reported as
 a line, never raised), and nothing CUDA-related is imported at module level: the command runs
@@ -212,6 +213,28 @@ def _nccl(report: Report) -> None:
         report.add("nccl", "cupy.cuda.nccl", "(no CuPy)")
 
 
+def _cudss(report: Report) -> None:
+    """cuDSS through nvmath-python: the direct pressure solve (``solvers.pressure.method``)."""
+    report.add("cudss", "nvmath-python", _version("nvmath-python") or "not installed")
+    wheels = sorted(d.metadata["Name"] for d in metadata.distributions()
+                    if (d.metadata["Name"] or "").lower().startswith("nvidia-cudss"))
+    report.add("cudss", "wheel", ", ".join(f"{n} {_version(n)}" for n in wheels)
+               or "not installed")
+    if not report.facts.get("cupy"):
+        report.add("cudss", "library", "(no CuPy)")
+        return
+    try:
+        from nvmath.bindings import cudss
+        version = ".".join(str(cudss.get_property(k)) for k in range(3))
+    except Exception as exc:  # noqa: BLE001 - not installed or its library missing
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        report.add("cudss", "library", f"{type(exc).__name__}: {first} (method auto runs CG; "
+                   "pip install -e \".[gpu-direct]\" for the direct pressure solve)")
+    else:
+        report.add("cudss", "library", f"version {version} (method auto: direct pressure "
+                   "solve)")
+
+
 def _mpi_family(text: str) -> str | None:
     low = text.lower()
     for family in ("open mpi", "mpich", "intel(r) mpi", "mvapich"):
@@ -317,7 +340,7 @@ def collect() -> Report:
     report = Report()
     for section, probe in (("system", _system), ("packages", _packages),
                            ("packages", _netcdf_libraries), ("gpu", _gpu), ("nccl", _nccl),
-                           ("mpi", _mpi), ("kernel cache", _kernel_cache)):
+                           ("cudss", _cudss), ("mpi", _mpi), ("kernel cache", _kernel_cache)):
         _probe(report, section, probe)
     ok, why = gpu_verdict(report.facts)
     report.facts["gpu_run"] = ok
