@@ -56,7 +56,10 @@ def test_json_has_the_same_verdict(capsys):
     assert status == 3 and data["facts"]["gpu_run"] is False
     names = {(line["section"], line["name"]) for line in data["lines"]}
     assert {("packages", "numpy"), ("gpu", "numba-cuda device"), ("mpi", "mpiexec"),
-            ("kernel cache", "numba cache"), ("verdict", "GPU run")} <= names
+            ("kernel cache", "numba cache"), ("verdict", "GPU run"),
+            ("cudss", "nvmath-python"), ("cudss", "library")} <= names
+    cudss = {line["name"]: line["value"] for line in data["lines"] if line["section"] == "cudss"}
+    assert cudss["library"] == "(no CuPy)"          # this machine: no GPU stack, no cuDSS
 
 
 def test_a_failing_probe_is_a_line(capsys, monkeypatch):
