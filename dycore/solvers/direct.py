@@ -293,20 +293,20 @@ def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
     if cfg.method != "auto":
         return cfg.method, "configured"
     if not _on_gpu(backend) or getattr(backend, "solver_mode", "host") != "device":
-        return "cg", "auto: direct is chosen on a GPU with device solvers only"
+        return "cg", "direct is chosen on a GPU with device solvers only"
     if backend.strict:
-        return "cg", "auto: strict mode keeps CG"
+        return "cg", "strict mode keeps CG"
     if getattr(backend, "assembly", "atomic") == "deterministic":
-        return "cg", ("auto: deterministic assembly keeps CG (cuDSS's reproducible mode is "
+        return "cg", ("deterministic assembly keeps CG (cuDSS's reproducible mode is "
                       "slower than CG)")
     if n > AUTO_DIRECT_MAX_ROWS:
-        return "cg", f"auto: {n:,} rows > {AUTO_DIRECT_MAX_ROWS:,} (factors too large)"
+        return "cg", f"{n:,} rows > {AUTO_DIRECT_MAX_ROWS:,} (factors too large)"
     try:
         from nvmath.bindings import cudss  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - not installed or its libraries missing
-        return "cg", (f"auto: cuDSS not available ({type(exc).__name__}); install "
+        return "cg", (f"cuDSS not available ({type(exc).__name__}); install "
                       f"{CUDSS_INSTALL.split('  ')[0][12:]} for the direct solve")
-    return "direct", "auto: cuDSS on the GPU"
+    return "direct", "cuDSS on the GPU"
 
 
 def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None):
