@@ -26,15 +26,27 @@ def _flat(data: dict, prefix: str = "") -> dict:
     return out
 
 
+#: keys whose values all give the same fields (to the solver tolerance), compared as one value:
+#: the pressure system is solved to rtol by CG, by the direct factorisation, or by whichever
+#: ``auto`` picks — so a restart may switch, and files written before ``auto`` became the
+#: default (their ``cg``) restart under it
+SAME_RESULT = {"solvers.pressure.method": ("cg", "direct", "auto")}
+
+
 def _result_keys(config) -> dict:
     """Every dotted key of ``config`` that can change the fields, the case's parameters
-    resolved (defaults filled in), i.e. all but :data:`RESTART_FREE_KEYS`."""
+    resolved (defaults filled in), i.e. all but :data:`RESTART_FREE_KEYS`; the values of a
+    :data:`SAME_RESULT` key are written as their group."""
     data = config.model_dump(mode="json")
     params = config.case.build_parameters()
     if hasattr(params, "model_dump"):
         data["case"]["parameters"] = params.model_dump(mode="json")
-    return {key: value for key, value in _flat(data).items()
-            if key != "time.t_end" and not key.startswith("output.")}
+    out = {key: value for key, value in _flat(data).items()
+           if key != "time.t_end" and not key.startswith("output.")}
+    for key, group in SAME_RESULT.items():
+        if out.get(key) in group:
+            out[key] = " / ".join(group)
+    return out
 
 
 def _file_facts(path: Path, step: int, dt: float):
