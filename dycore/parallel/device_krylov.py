@@ -231,7 +231,10 @@ class DeviceRankPCG:
     amg_dtype : storage of the local V-cycle's level matrices (float64 or float32)
     amg_max_coarse, amg_smoother, amg_sweeps : the local hierarchy (as the serial device solver)
     exact_blocks, exact_threads : launch shape of the exact reducer's parts kernel
-    sum_blocks : blocks of the sum-mode partial kernel (fixed: the sum's order is fixed)
+    sum_blocks, sum_threads : launch shape of the sum-mode dot kernels (fixed, so the sum's
+        order is; ``sum_threads`` a power of two, None: min(256, the backend's solver block))
+    block : threads per block of the vector, SpMV and V-cycle kernels (None: the backend's
+        ``solver_block``, 256 on a GPU)
     name : the system's name in error messages
 
     Attributes
@@ -251,7 +254,8 @@ class DeviceRankPCG:
                  amg_dtype=np.float64, amg_max_coarse: int = 500,
                  amg_smoother: str = "chebyshev", amg_sweeps: int = 2,
                  exact_blocks: int = 264, exact_threads: int | None = None,
-                 sum_blocks: int = 64, name: str = "pressure"):
+                 sum_blocks: int = 64, sum_threads: int | None = None,
+                 block: int | None = None, name: str = "pressure"):
         import scipy.sparse as sp
 
         from dycore.parallel.device_reduce import DeviceExactReducer
@@ -275,9 +279,11 @@ class DeviceRankPCG:
         self.check_every = max(1, int(check_every))
         self.n_owned, self.n_local = n, nl
         strict = getattr(backend, "strict", False)
-        self.k = dict(get_krylov_kernels(strict, min(DOT_BLOCK, backend.solver_block)))
-        self.k["rb"] = min(DOT_BLOCK, backend.solver_block)
-        la = self.la = DeviceLinalg(backend, backend.solver_block)
+        rb = int(sum_threads or min(DOT_BLOCK, backend.solver_block))
+        if rb < 1 or rb & (rb - 1):
+            raise ValueError(f"GPU-rank CG: sum_threads {rb} is not a power of two")
+        self.k = dict(get_krylov_kernels(strict, rb), rb=rb)
+        la = self.la = DeviceLinalg(backend, int(block or backend.solver_block))
         self.a = DeviceMatrix(la, ptr.astype(np.int32), cols.astype(np.int32), vals, 1, group)
         rowid = np.repeat(np.arange(n), np.diff(ptr))
         on_diag = cols == rowid

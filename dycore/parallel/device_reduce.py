@@ -80,9 +80,10 @@ class DeviceExactReducer:
     def finish_on_device(self):
         """The correctly rounded values of the last :meth:`post_dots` as a (k,) float64 device
         array (the reducer's own, overwritten by the next call), rounded by the
-        ``exact_round`` kernel: the same bits as :meth:`finish`, no host copy."""
+        ``exact_round`` kernel (one thread per dot product): the same bits as :meth:`finish`,
+        no host copy."""
         b = self.b
-        b.launch(self.k["exact_round"], (1, 32), b.nb(self.parts), self._n, b.nb(self.values))
+        b.launch(self.k["exact_round"], (1, self._n), b.nb(self.parts), self._n, b.nb(self.values))
         return self.values[:self._n]
 
     def dots(self, *pairs) -> list[float]:
