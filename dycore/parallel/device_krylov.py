@@ -225,8 +225,9 @@ class DeviceRankPCG:
         pressure matrix (indptr, indices, values, shape (n_owned, n_local(2)), 1)
     reduction : "exact" | "sum"; precond : "jacobi" | "local_amg"
     rtol, atol, maxiter : stop when ‖r‖₂ ≤ max(rtol·‖b‖₂, atol); at most ``maxiter`` iterations
-    group : threads summing one matrix row (1: SciPy's order, the CPU ranks' bits; None: the
-        serial device solver's choice, :func:`dycore.solvers.krylov.group_size`)
+    group : threads summing one matrix row (1: SciPy's order, the CPU ranks' bits, for the
+        pressure rows and the local V-cycle's matrices alike; None: the serial device
+        solver's choice, :func:`dycore.solvers.krylov.group_size`)
     check_every : iterations issued between two host reads of the verdict
     amg_dtype : storage of the local V-cycle's level matrices (float64 or float32)
     amg_max_coarse, amg_smoother, amg_sweeps : the local hierarchy (as the serial device solver)
@@ -240,7 +241,8 @@ class DeviceRankPCG:
     Attributes
     ----------
     n_owned, n_local : int; iterations : int (last solve); halo : DeviceHaloExchange
-    amg_sizes : list of int — the local hierarchy's level sizes (``local_amg``)
+    hierarchy : the local :class:`~dycore.solvers.amg.HostHierarchy` (``local_amg``; None
+        else); amg_sizes : list of int — its level sizes
 
     Raises
     ------
@@ -283,7 +285,8 @@ class DeviceRankPCG:
         if rb < 1 or rb & (rb - 1):
             raise ValueError(f"GPU-rank CG: sum_threads {rb} is not a power of two")
         self.k = dict(get_krylov_kernels(strict, rb), rb=rb)
-        la = self.la = DeviceLinalg(backend, int(block or backend.solver_block))
+        la = self.la = DeviceLinalg(backend, int(block or backend.solver_block),
+                                    max_group=1 if group == 1 else None)
         self.a = DeviceMatrix(la, ptr.astype(np.int32), cols.astype(np.int32), vals, 1, group)
         rowid = np.repeat(np.arange(n), np.diff(ptr))
         on_diag = cols == rowid
@@ -306,13 +309,13 @@ class DeviceRankPCG:
                                           exact_threads or EXACT_BLOCK)
         else:
             self.red = _SumReducer(backend, transport, self.k, 3, sum_blocks)
-        self.vcycle, self.amg_sizes = None, []
+        self.vcycle, self.hierarchy, self.amg_sizes = None, None, []
         if precond == "local_amg":
             from dycore.solvers.amg import DeviceVCycle, HostHierarchy
             block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
             block.sort_indices()
             h = HostHierarchy(block, amg_smoother, amg_sweeps, max_coarse=amg_max_coarse)
-            self.amg_sizes = list(h.sizes)
+            self.hierarchy, self.amg_sizes = h, list(h.sizes)
             self.vcycle = DeviceVCycle(la, h, amg_dtype)
             self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]
         self.iterations = 0
