@@ -7,9 +7,9 @@ partitions):
   (whose iterates are the serial ones: its products are the serial rows' bits, its dots
   ``math.fsum``), so also bitwise the same on every rank count;
 - the ``"sum"`` reduction (per-rank partial + all-reduce): within rtol of that solution;
-- the rank-local V-cycle: on these small owned blocks the hierarchy is its coarsest level, the
-  dense pseudo-inverse, so the preconditioner is block-Jacobi over ranks — bitwise the CPU's
-  ``cg`` with the same blocks applied by SciPy — and the iteration count grows with K;
+- the rank-local V-cycle (block-Jacobi over ranks, one V-cycle per owned block): bitwise the
+  CPU's ``cg`` with :func:`~dycore.solvers.amg.vcycle_reference` on the same blocks, for a
+  one-level (the coarsest solve A⁺ r alone) and a two-level hierarchy;
 - the stopping test, the bytes per iteration, and the errors.
 """
 from types import SimpleNamespace
@@ -27,6 +27,7 @@ from dycore.parallel.nccl import LoopbackWorld
 from dycore.parallel.partition import metis_partition, partition_mesh
 from dycore.parallel.rank_ops import owned_rows
 from dycore.parallel.reduce import Reducer
+from dycore.solvers.amg import vcycle_reference
 
 RTOL = 1e-8
 #: launch shapes that keep the simulator fast (every simulated thread is a Python thread)
@@ -99,32 +100,29 @@ def test_sum_reduction_is_within_rtol_of_the_exact_solution(backend, problem):
     assert solvers[0].bytes_per_iteration()["allreduce"] == 3 * 8
 
 
-def test_local_vcycle_is_block_jacobi_over_ranks(backend, problem):
-    """Owned blocks below the hierarchy's max_coarse: the V-cycle is the coarsest solve
-    z = A_rr⁺ r on each rank — the CPU's cg with those blocks (SciPy CSR products, the device's
-    row order) gives the same bits; one rank solves in one iteration, two need more."""
-    runs = {}
-    for k in (1, 2):
-        x, its, solvers = _solve(backend, problem, k, precond="local_amg")
-        rps = _ranks(problem, k)
-        blocks = []
-        for rp, s in zip(rps, solvers):
-            h = s.hierarchy
-            assert h.levels == [] and h.sizes == [rp.n_owned]
-            blocks.append((rp.owned, sps.csr_matrix(h.coarse_inv)))
+@pytest.mark.parametrize("k, max_coarse", ((1, 500), (2, 8)))
+def test_local_vcycle_is_block_jacobi_over_ranks(backend, problem, k, max_coarse):
+    """Each rank's V-cycle on its owned block (one rank: the whole matrix below max_coarse, so
+    its coarsest solve A⁺ r alone; two ranks: a two-level hierarchy per block) — the CPU's cg
+    with those V-cycles applied by :func:`vcycle_reference` (one thread per row: the device's
+    row order) on the owned blocks gives the same bits."""
+    x, its, solvers = _solve(backend, problem, k, precond="local_amg",
+                             amg_max_coarse=max_coarse, amg_sweeps=1, check_every=2)
+    rps = _ranks(problem, k)
+    assert [len(s.amg_sizes) for s in solvers] == [1 if k == 1 else 2] * k
+    assert [s.amg_sizes[0] for s in solvers] == [rp.n_owned for rp in rps]
 
-        def m(r, blocks=blocks):
-            z = np.empty_like(r)
-            for owned, inv in blocks:
-                z[owned] = inv @ r[owned]
-            return z
-        x_ref, its_ref = cg(SimpleNamespace(matvec=lambda v: problem.a @ v), problem.b,
-                            Reducer(None, "exact"), m=m, rtol=RTOL)
-        assert its == [its_ref] * k
-        assert np.array_equal(x, x_ref)
-        assert _residual(problem, x) <= RTOL * np.linalg.norm(problem.b) * (1 + 1e-6)
-        runs[k] = its[0]
-    assert runs[1] == 1 and runs[2] > 5, runs
+    def m(r):
+        z = np.empty_like(r)
+        for rp, s in zip(rps, solvers):
+            z[rp.owned] = vcycle_reference(s.hierarchy, r[rp.owned], max_group=1)
+        return z
+    x_ref, its_ref = cg(SimpleNamespace(matvec=lambda v: problem.a @ v), problem.b,
+                        Reducer(None, "exact"), m=m, rtol=RTOL)
+    assert its == [its_ref] * k
+    assert np.array_equal(x, x_ref)
+    assert _residual(problem, x) <= RTOL * np.linalg.norm(problem.b) * (1 + 1e-6)
+    assert its[0] == 1 if k == 1 else its[0] > 10     # A⁺ alone: one iteration
 
 
 def test_a_solve_that_stops_unconverged_raises_on_every_rank(backend, problem):
