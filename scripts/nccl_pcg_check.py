@@ -92,7 +92,7 @@ def _select(rank):
     from numba import cuda
     cp.cuda.Device(rank).use()
     cuda.select_device(rank)
-    name = cuda.get_current_device().name
+    name = getattr(cuda.get_current_device(), "name", "CUDA simulator")
     return name.decode() if isinstance(name, bytes) else name
 
 
