@@ -3,10 +3,13 @@
     python3 scripts/nccl_pcg_check.py configs/mountainwave3d.yaml --ranks 2 \
         [--precond jacobi|local_amg] [--reduction exact|sum] [--json F]
 
+(``--precond jacobi,local_amg --reduction exact,sum`` runs every pair on one set-up.)
+
 The parent builds the configuration's serial set-up on the CPU (mesh, first-order pattern, the
 pinned pressure matrix CMC + KMK), partitions the nodes as the CPU ranks do (METIS on the
-first-order node graph, :func:`dycore.parallel.partition.metis_partition`) and draws a fixed
-right-hand side (standard normal, seed 2026). Then, one process per GPU at a time:
+first-order node graph, :func:`dycore.parallel.partition.metis_partition`; without pymetis,
+``--partition auto`` falls back to slabs along x of equal node counts and says so) and draws a
+fixed right-hand side (standard normal, seed 2026). Then, one process per GPU at a time:
 
 1. K rank processes (rank r on GPU r, ``NCCL_NVLS_ENABLE=0``, one NCCL communicator) each build
    :class:`~dycore.parallel.device_krylov.DeviceRankPCG` over the owned rows, solve ``--warmup``
@@ -18,7 +21,7 @@ right-hand side (standard normal, seed 2026). Then, one process per GPU at a tim
    Chebyshev V-cycle for ``local_amg``, as ``solver_mode: device`` runs it), timed the same
    way, and — for K > 1 — the same DeviceRankPCG on one rank (NCCL of size 1).
 
-Printed (and written to ``--json``): per rank, then a summary with iterations, ms per solve (max
+Printed (and written to ``--json``, a list of runs): per rank, then a summary with iterations, ms per solve (max
 over ranks), bytes per iteration, the true relative residual ‖b − A x‖/‖b‖ of the K-rank
 solution (host, float64), its max difference from the serial device solution and from the
 1-rank DeviceRankPCG solution (0 for ``exact`` + ``jacobi``: the iterates are the same bits on
@@ -45,12 +48,30 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _setup(config_path: str, k: int):
-    """(n, tets, pinned pressure CSR, rank partitions, owned rows per rank, rhs, config, and
-    for k > 1 the one-rank partition and owned rows) of the config."""
+def _node_owners(mesh, spg, k: int, how: str):
+    """(part, name): METIS as the CPU ranks (``metis``; ``auto`` when pymetis imports) or
+    slabs along x of equal node counts (``slabs``, as scripts/nccl_ranks_check.py)."""
+    from dycore.parallel.partition import metis_partition
+    if how == "auto":
+        try:
+            import pymetis  # noqa: F401
+            how = "metis"
+        except ImportError:
+            how = "slabs"
+    if how == "metis" or k == 1:
+        return metis_partition(spg.indptr, spg.indices, k), "metis"
+    order = np.argsort(mesh.coords[:, 0], kind="stable")
+    part = np.empty(mesh.nnodes, np.int64)
+    part[order] = np.arange(mesh.nnodes) * k // mesh.nnodes
+    return part, "slabs-x"
+
+
+def _setup(config_path: str, k: int, how: str = "auto"):
+    """(n, tets, pinned pressure CSR, rank partitions, owned rows per rank, rhs, config, for
+    k > 1 the one-rank partition and owned rows, the partition's name) of the config."""
     import dycore
     from dycore.backend.cpu import CPUBackend
-    from dycore.parallel.partition import metis_partition, partition_mesh
+    from dycore.parallel.partition import partition_mesh
     from dycore.parallel.rank_ops import owned_rows
     from dycore.timestepping.simulation import Simulation
     cfg = dycore.load_config(config_path)
@@ -58,7 +79,7 @@ def _setup(config_path: str, k: int):
     spg, mesh = sim.sparsity, sim.mesh
     a = sim.ops.pressure_host.tocsr()
     n = mesh.nnodes
-    part = metis_partition(spg.indptr, spg.indices, k)
+    part, how = _node_owners(mesh, spg, k, how)
     rps = partition_mesh(mesh.tets, n, spg.indptr, spg.indices, part)
     rows = [owned_rows(rp, n, a, 1, 1) for rp in rps]
     one = None
@@ -66,7 +87,7 @@ def _setup(config_path: str, k: int):
         (rp1,) = partition_mesh(mesh.tets, n, spg.indptr, spg.indices, np.zeros(n, np.int32))
         one = (rp1, owned_rows(rp1, n, a, 1, 1))
     b = np.random.default_rng(2026).standard_normal(n)
-    return n, int(mesh.tets.shape[0]), a, rps, rows, b, cfg, one
+    return n, int(mesh.tets.shape[0]), a, rps, rows, b, cfg, one, how
 
 
 def _timed(stream, solve, warmup, repeats):
@@ -185,36 +206,14 @@ def _collect(procs, queue, n, timeout):
     return results, None
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("config")
-    ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--precond", choices=("jacobi", "local_amg"), default="jacobi")
-    ap.add_argument("--reduction", choices=("exact", "sum"), default="exact")
-    ap.add_argument("--rtol", type=float, default=None,
-                    help="default: the config's solvers.pressure.rtol")
-    ap.add_argument("--maxiter", type=int, default=20000)
-    ap.add_argument("--group", type=int, default=0,
-                    help="threads per matrix row (1: SciPy's order; 0: the serial solver's "
-                         "choice for the whole matrix, the same on every rank)")
-    ap.add_argument("--check-every", type=int, default=16)
-    ap.add_argument("--strict", action="store_true", help="kernels without FMA contraction")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--timeout", type=int, default=420)
-    ap.add_argument("--json")
-    a = ap.parse_args(argv)
-    from cupy.cuda import nccl
-
-    from dycore.solvers.krylov import group_size
-    t0 = time.perf_counter()
-    n, nele, mat, rps, rows, b, cfg, one = _setup(a.config, a.ranks)
+def _variant(a, setup, precond, reduction, nccl):
+    """Run one (preconditioner, reduction): K ranks, then the baseline; the summary dict and
+    the per-rank results (or an error dict and None)."""
+    n, nele, mat, rps, rows, b, cfg, one, group, setup_s, how = setup
     rp1, rows1 = one if one is not None else (None, None)
-    setup_s = time.perf_counter() - t0
-    opts = {"reduction": a.reduction, "precond": a.precond,
+    opts = {"reduction": reduction, "precond": precond,
             "rtol": cfg.solvers.pressure.rtol if a.rtol is None else a.rtol,
-            "maxiter": a.maxiter, "group": a.group or group_size(mat.nnz / n),
-            "check_every": a.check_every,
+            "maxiter": a.maxiter, "group": group, "check_every": a.check_every,
             "strict": a.strict, "warmup": a.warmup, "repeats": a.repeats}
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -228,14 +227,13 @@ def main(argv=None) -> int:
         bp = ctx.Process(target=_baseline, args=(mat, b, rp1, rows1, opts, queue))
         bp.start()
         base, err = _collect([bp], queue, 1, a.timeout)
+    head = {"precond": precond, "reduction": reduction, "ok": False}
     if err is not None:
-        print(json.dumps({"ok": False, "error": err}))
-        return 1
+        return dict(head, error=err), None
     base = base[0]
     bad = [r for r in results + [base] if not r["ok"]]
     if bad:
-        print(json.dumps({"ok": False, "errors": [r["error"] for r in bad]}))
-        return 1
+        return dict(head, errors=[r["error"] for r in bad]), None
     results.sort(key=lambda r: r["rank"])
     x = np.zeros(n)
     for rp, r in zip(rps, results):
@@ -243,16 +241,16 @@ def main(argv=None) -> int:
     res = float(np.linalg.norm(b - mat @ x) / np.linalg.norm(b))
     xs = base.pop("x_serial")
     scale = float(np.abs(xs).max())
+    ms = max(r["ms_per_solve"] for r in results)
     summary = {
-        "config": a.config, "ranks": a.ranks, "nodes": n, "tets": nele,
-        "precond": a.precond, "reduction": a.reduction, "rtol": opts["rtol"],
-        "group": opts["group"], "strict": a.strict, "check_every": a.check_every,
+        "config": a.config, "ranks": a.ranks, "nodes": n, "tets": nele, "partition": how,
+        "owned": [r["owned"] for r in results], "precond": precond, "reduction": reduction, "rtol": opts["rtol"],
+        "group": group, "strict": a.strict, "check_every": a.check_every,
         "setup_s": round(setup_s, 1), "nccl": nccl.get_version(),
         "gpus": sorted({r["gpu"] for r in results}),
         "iterations": results[0]["iterations"],
-        "ms_per_solve_max": max(r["ms_per_solve"] for r in results),
-        "us_per_iteration": 1e3 * max(r["ms_per_solve"] for r in results)
-        / max(1, results[0]["iterations"]),
+        "ms_per_solve_max": ms,
+        "us_per_iteration": 1e3 * ms / max(1, results[0]["iterations"]),
         "halo_bytes_per_iteration_max": max(r["bytes_per_iteration"]["halo"] for r in results),
         "halo_bytes_per_iteration_total": sum(r["bytes_per_iteration"]["halo"]
                                               for r in results),
@@ -270,14 +268,59 @@ def main(argv=None) -> int:
         summary["entries_differing_from_1rank"] = int(np.count_nonzero(x != x1))
     its = {r["iterations"] for r in results}
     summary["ok"] = bool(len(its) == 1 and res <= 1e3 * opts["rtol"])
-    if a.reduction == "exact" and a.precond == "jacobi" and a.ranks > 1:
+    if reduction == "exact" and precond == "jacobi" and a.ranks > 1:
         summary["ok"] &= summary["entries_differing_from_1rank"] == 0
-    for r in results:
-        print(json.dumps(r))
-    print(json.dumps(summary))
-    if a.json:
-        Path(a.json).write_text(json.dumps({"summary": summary, "ranks": results}, indent=1))
-    return 0 if summary["ok"] else 1
+    return summary, results
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("config")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--precond", default="jacobi",
+                    help="jacobi, local_amg, or a comma-separated list of them")
+    ap.add_argument("--reduction", default="exact",
+                    help="exact, sum, or a comma-separated list (every pair with --precond "
+                         "runs, the set-up built once)")
+    ap.add_argument("--partition", choices=("auto", "metis", "slabs"), default="auto",
+                    help="auto: METIS as the CPU ranks when pymetis imports, else slabs along x")
+    ap.add_argument("--rtol", type=float, default=None,
+                    help="default: the config's solvers.pressure.rtol")
+    ap.add_argument("--maxiter", type=int, default=20000)
+    ap.add_argument("--group", type=int, default=0,
+                    help="threads per matrix row (1: SciPy's order; 0: the serial solver's "
+                         "choice for the whole matrix, the same on every rank)")
+    ap.add_argument("--check-every", type=int, default=16)
+    ap.add_argument("--strict", action="store_true", help="kernels without FMA contraction")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--timeout", type=int, default=420)
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    preconds, reductions = a.precond.split(","), a.reduction.split(",")
+    for name, vals, ok in (("--precond", preconds, ("jacobi", "local_amg")),
+                           ("--reduction", reductions, ("exact", "sum"))):
+        if any(v not in ok for v in vals):
+            ap.error(f"{name}: {','.join(vals)} (choose from {', '.join(ok)})")
+    from cupy.cuda import nccl
+
+    from dycore.solvers.krylov import group_size
+    t0 = time.perf_counter()
+    n, nele, mat, rps, rows, b, cfg, one, how = _setup(a.config, a.ranks, a.partition)
+    group = a.group or group_size(mat.nnz / n)
+    setup = (n, nele, mat, rps, rows, b, cfg, one, group, time.perf_counter() - t0, how)
+    runs, ok = [], True
+    for precond in preconds:
+        for reduction in reductions:
+            summary, results = _variant(a, setup, precond, reduction, nccl)
+            for r in results or []:
+                print(json.dumps(r))
+            print(json.dumps(summary), flush=True)
+            runs.append({"summary": summary, "ranks": results})
+            ok &= summary["ok"]
+            if a.json:                   # after every variant: a timeout keeps what ran
+                Path(a.json).write_text(json.dumps(runs, indent=1))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
