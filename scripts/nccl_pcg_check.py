@@ -290,7 +290,7 @@ def main(argv=None) -> int:
     ap.add_argument("--group", type=int, default=0,
                     help="threads per matrix row (1: SciPy's order; 0: the serial solver's "
                          "choice for the whole matrix, the same on every rank)")
-    ap.add_argument("--check-every", type=int, default=16)
+    ap.add_argument("--check-every", type=int, default=8)
     ap.add_argument("--strict", action="store_true", help="kernels without FMA contraction")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
