@@ -34,8 +34,9 @@ With ``"exact"``, Jacobi, ``group=1`` and strict kernels (fma=0) every operation
 ranks' bits, so the solution equals :func:`~dycore.parallel.krylov.cg`'s with the exact
 :class:`~dycore.parallel.reduce.Reducer` bit for bit, on any rank count (the tests check it under
 the simulator for 1, 2 and 4 ranks). Without strict mode the row sums and updates may contract
-a·b + c into FMAs: the bits then differ from the CPU's but not across rank counts (each owned
-entry is computed by the same expression whatever the partition).
+a·b + c into FMAs: the bits then differ from the CPU's but not across rank counts, provided
+``group`` is a fixed number (``None`` lets each rank choose from its own rows' mean length):
+every owned entry is then computed by the same expression whatever the partition.
 
 Communication points are written as a generator (:meth:`DeviceRankPCG.steps` yields after every
 post of a halo exchange or an all-reduce), so K loopback ranks in one process
@@ -50,6 +51,7 @@ import math
 import numpy as np
 from numba import cuda, float64
 
+from dycore.backend import solver_kernels as _sk
 from dycore.backend.gpu_kernels import grid
 from dycore.errors import SolverDivergedError
 from dycore.parallel.device_halo import DeviceHaloExchange
@@ -65,6 +67,7 @@ PRECONDITIONERS = ("jacobi", "local_amg")
 # once when ctl[DONE] != 0); the others are this module's own
 DONE, ITS, RZ, BETA, TOL, RTOL, ATOL, MAXIT = range(8)
 NCTL = 16
+assert DONE == _sk.DONE
 RUNNING, CONVERGED, LIMIT, BREAKDOWN = 0.0, 1.0, 2.0, 3.0
 #: threads per block of the sum-mode dot kernels (a power of two)
 DOT_BLOCK = 256
@@ -228,8 +231,9 @@ class DeviceRankPCG:
     reduction : "exact" | "sum"; precond : "jacobi" | "local_amg"
     rtol, atol, maxiter : stop when ‖r‖₂ ≤ max(rtol·‖b‖₂, atol); at most ``maxiter`` iterations
     group : threads summing one matrix row (1: SciPy's order, the CPU ranks' bits, for the
-        pressure rows and the local V-cycle's matrices alike; None: the serial device
-        solver's choice, :func:`dycore.solvers.krylov.group_size`)
+        pressure rows and the local V-cycle's matrices alike; another power of two ≤ 32: that
+        many on every rank; None: :func:`dycore.solvers.krylov.group_size` of this rank's
+        rows, which may differ between ranks)
     check_every : iterations issued between two host reads of the verdict
     amg_dtype : storage of the local V-cycle's level matrices (float64 or float32)
     amg_max_coarse, amg_smoother, amg_sweeps : the local hierarchy (as the serial device solver)
@@ -313,9 +317,9 @@ class DeviceRankPCG:
         self.vcycle, self.hierarchy, self.amg_sizes = None, None, []
         if precond == "local_amg":
             from dycore.solvers.amg import DeviceVCycle, HostHierarchy
-            block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
-            block.sort_indices()
-            h = HostHierarchy(block, amg_smoother, amg_sweeps, max_coarse=amg_max_coarse)
+            owned_block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
+            owned_block.sort_indices()
+            h = HostHierarchy(owned_block, amg_smoother, amg_sweeps, max_coarse=amg_max_coarse)
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             self.vcycle = DeviceVCycle(la, h, amg_dtype)
             self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]
