@@ -37,6 +37,8 @@ class DeviceHaloExchange:
     def __init__(self, backend, transport, plan, block: int = 1):
         self.b, self.t, self.plan, self.block = backend, transport, plan, int(block)
         self.k = get_rank_kernels(getattr(backend, "strict", False))
+        #: threads per block of pack / unpack (256 on a GPU; the simulator's 32 keep it fast)
+        self.threads = min(256, int(getattr(backend, "solver_block", 256)))
         peers = list(plan.neighbours)
         send = [np.asarray(plan.send.get(q, np.zeros(0, np.int64)), np.int64) for q in peers]
         recv = [np.asarray(plan.recv.get(q, np.zeros(0, np.int64)), np.int64) for q in peers]
@@ -75,7 +77,7 @@ class DeviceHaloExchange:
         self._check(x)
         b, bs, n = self.b, self.block, self.values_sent
         if n:
-            b.launch(self.k["pack_rows"], grid(n, 256), b.nb(x.reshape(-1)),
+            b.launch(self.k["pack_rows"], grid(n, self.threads), b.nb(x.reshape(-1)),
                      b.nb(self.send_idx), bs, b.nb(self.sbuf))
         self.t.post(self._sends, self._recvs)
         self._open = True
@@ -86,7 +88,7 @@ class DeviceHaloExchange:
         n = self.values_received
         if n:
             b = self.b
-            b.launch(self.k["unpack_rows"], grid(n, 256), b.nb(x.reshape(-1)),
+            b.launch(self.k["unpack_rows"], grid(n, self.threads), b.nb(x.reshape(-1)),
                      b.nb(self.recv_idx), self.block, b.nb(self.rbuf))
         self._open = False
 

@@ -32,18 +32,21 @@ class DeviceExactReducer:
     backend : GPUBackend (or its simulator); transport : NcclTransport or loopback transport
     max_dots : int — dot products one :meth:`dots` call may combine
     blocks : int — blocks of the parts kernel (grid-stride; each adds its buckets once)
+    threads : int — threads per block of the parts kernel (any count gives the same integers;
+        fewer keep the simulator fast)
 
     Attributes
     ----------
     calls : int — global reductions done (one per :meth:`dots` call)
     """
 
-    def __init__(self, backend, transport, max_dots: int = 3, blocks: int = 264):
+    def __init__(self, backend, transport, max_dots: int = 3, blocks: int = 264,
+                 threads: int = EXACT_BLOCK):
         self.b, self.t = backend, transport
         self.k = get_rank_kernels(getattr(backend, "strict", False))
         self.parts = backend.zeros(NPARTS * int(max_dots), np.int64)
         self.values = backend.zeros(int(max_dots))
-        self.max_dots, self.blocks = int(max_dots), int(blocks)
+        self.max_dots, self.blocks, self.threads = int(max_dots), int(blocks), int(threads)
         self.calls = 0
 
     def post_dots(self, *pairs) -> None:
@@ -63,7 +66,7 @@ class DeviceExactReducer:
             if x.shape != y.shape:
                 raise ValueError(f"exact reducer: dot of shapes {x.shape} and {y.shape}")
             n = int(x.shape[0])
-            b.launch(self.k["exact_dot_parts"], (self.blocks, EXACT_BLOCK), b.nb(x), b.nb(y), n,
+            b.launch(self.k["exact_dot_parts"], (self.blocks, self.threads), b.nb(x), b.nb(y), n,
                      b.nb(self.parts[i * NPARTS:(i + 1) * NPARTS]))
         self._n = len(pairs)
         self.t.allreduce(self.parts[:self._n * NPARTS], "sum")
@@ -77,9 +80,10 @@ class DeviceExactReducer:
     def finish_on_device(self):
         """The correctly rounded values of the last :meth:`post_dots` as a (k,) float64 device
         array (the reducer's own, overwritten by the next call), rounded by the
-        ``exact_round`` kernel: the same bits as :meth:`finish`, no host copy."""
+        ``exact_round`` kernel (one thread per dot product): the same bits as :meth:`finish`,
+        no host copy."""
         b = self.b
-        b.launch(self.k["exact_round"], (1, 32), b.nb(self.parts), self._n, b.nb(self.values))
+        b.launch(self.k["exact_round"], (1, self._n), b.nb(self.parts), self._n, b.nb(self.values))
         return self.values[:self._n]
 
     def dots(self, *pairs) -> list[float]:

@@ -60,3 +60,10 @@ def systems_npz(systems, tmp_path_factory):
     path = tmp_path_factory.mktemp("mpi") / "systems.npz"
     np.savez(path, **{k: v for k, v in systems.items() if k != "sim"})
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_systems():
+    """The systems of a 4 × 3 × 3 = 36-node mesh: small enough for whole solves of K
+    loopback GPU ranks under the CUDA simulator."""
+    return build_systems({"nx": 3, "ny": 2, "nz": 2})

@@ -1,0 +1,460 @@
+"""Preconditioned CG for the constant pressure matrix on GPU ranks, every vector on the device.
+
+The device twin of :func:`dycore.parallel.krylov.cg` over the pressure matrix's owned rows
+(docs/parallel.md, "GPU ranks: the pressure solve"). One rank per GPU; on each rank:
+
+- the matrix: the owned rows of the pinned pressure matrix in local columns, serial entry order
+  kept (:func:`dycore.parallel.rank_ops.owned_rows`, depth-2 columns), as a device CSR summed by
+  the solver kernels' row kernel (``csr_spmv``; ``group=1``: one thread per row from 0.0, SciPy's
+  order); the search direction p is a local vector whose ghosts :class:`DeviceHaloExchange` fills
+  before each product (depth 2, one exchange per iteration);
+- dot products (``reduction``): ``"exact"`` — :class:`DeviceExactReducer` (integer parts, one
+  int64 all-reduce, rounded on the device): the correctly rounded global sum, the same bits on any
+  rank count; ``"sum"`` — a per-rank partial (fixed-order two-pass tree on the device) and an
+  NCCL float64 all-reduce sum: one 8-byte value per dot instead of 33.6 kB, bits depend on the
+  partition;
+- preconditioner (``precond``): ``"jacobi"`` (z = D⁻¹ r, fused into the update kernel) or
+  ``"local_amg"`` — the device V-cycle (:class:`dycore.solvers.amg.DeviceVCycle`) of PyAMG's
+  hierarchy of the rank's owned × owned block: block-Jacobi over ranks with one V-cycle per
+  block (additive Schwarz without overlap), so the iteration count grows with the rank count;
+- the scalars (α, β, the tolerance, the verdict) live in a device control array written by
+  one-thread kernels from the reduced values: no host copy inside an iteration. The host reads
+  the control array every ``check_every`` iterations (one small device→host copy); iterations
+  issued past convergence are no-ops (every update kernel returns when the solve is finished),
+  so the result is that of the converged iteration.
+
+The iteration is :func:`dycore.parallel.krylov.cg`'s, operation by operation (Saad, *Iterative
+Methods for Sparse Linear Systems*, Alg. 9.1):
+
+    r = b, x = 0, z = M⁻¹ r, p = z; (r·r = b·b, r·z) in one reduction; tol = max(rtol‖b‖, atol)
+    repeat:  q = A p;  α = rz / (p·q);  x += α p;  r −= α q;  z = M⁻¹ r;
+             (r·r, r·z) in one reduction; stop if ‖r‖ ≤ tol;  p = z + (rz'/rz) p
+
+With ``"exact"``, Jacobi, ``group=1`` and strict kernels (fma=0) every operation gives the CPU
+ranks' bits, so the solution equals :func:`~dycore.parallel.krylov.cg`'s with the exact
+:class:`~dycore.parallel.reduce.Reducer` bit for bit, on any rank count (the tests check it under
+the simulator for 1, 2 and 4 ranks). Without strict mode the row sums and updates may contract
+a·b + c into FMAs: the bits then differ from the CPU's but not across rank counts, provided
+``group`` is a fixed number (``None`` lets each rank choose from its own rows' mean length):
+every owned entry is then computed by the same expression whatever the partition.
+
+Communication points are written as a generator (:meth:`DeviceRankPCG.steps` yields after every
+post of a halo exchange or an all-reduce), so K loopback ranks in one process
+(:class:`~dycore.parallel.nccl.LoopbackWorld`, the simulator tests) advance in lock step
+(:func:`solve_lockstep`); on GPUs :meth:`DeviceRankPCG.solve` runs the generator through, NCCL
+ordering everything on the backend's stream.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float64
+
+from dycore.backend import solver_kernels as _sk
+from dycore.backend.gpu_kernels import grid
+from dycore.errors import SolverDivergedError
+from dycore.parallel.device_halo import DeviceHaloExchange
+from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS
+
+__all__ = ["DeviceRankPCG", "PRECONDITIONERS", "REDUCTIONS", "get_krylov_kernels",
+           "solve_lockstep"]
+
+REDUCTIONS = ("exact", "sum")
+PRECONDITIONERS = ("jacobi", "local_amg")
+
+# control-array slots: DONE must be the solver kernels' (the V-cycle and SpMV kernels return at
+# once when ctl[DONE] != 0); the others are this module's own
+DONE, ITS, RZ, BETA, TOL, RTOL, ATOL, MAXIT = range(8)
+NCTL = 16
+assert DONE == _sk.DONE
+RUNNING, CONVERGED, LIMIT, BREAKDOWN = 0.0, 1.0, 2.0, 3.0
+#: threads per block of the sum-mode dot kernels (a power of two)
+DOT_BLOCK = 256
+
+_CACHE: dict = {}
+
+
+def _build(jit, rb: int) -> dict:
+    def cg_init(b, x, r, z, dinv, n, jacobi, ctl):
+        """x = 0, r = b, z = D⁻¹ r (``jacobi``); thread 0 re-opens the solve (DONE, ITS = 0)."""
+        i = cuda.grid(1)
+        if i == 0:
+            ctl[DONE] = RUNNING
+            ctl[ITS] = 0.0
+        if i < n:
+            x[i] = 0.0
+            r[i] = b[i]
+            if jacobi:
+                z[i] = dinv[i] * b[i]
+
+    def cg_start(ctl, vals):
+        """vals = (r·r, r·z) with r = b: tol = max(rtol·‖b‖, atol), rz; converged if
+        ‖r‖ ≤ tol."""
+        rn = math.sqrt(vals[0])
+        tol = ctl[RTOL] * rn
+        if ctl[ATOL] > tol:
+            tol = ctl[ATOL]
+        ctl[TOL] = tol
+        ctl[RZ] = vals[1]
+        if rn <= tol:
+            ctl[DONE] = CONVERGED
+
+    def cg_update_xr(x, r, z, p, q, dinv, vals, ctl, n, jacobi):
+        """vals[0] = p·q: α = rz / p·q; x += α p; r −= α q; z = D⁻¹ r (``jacobi``)."""
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        if i < n:
+            alpha = ctl[RZ] / vals[0]
+            x[i] = x[i] + alpha * p[i]
+            ri = r[i] - alpha * q[i]
+            r[i] = ri
+            if jacobi:
+                z[i] = dinv[i] * ri
+
+    def cg_check(ctl, vals):
+        """vals = (r·r, r·z): its += 1; converged / non-finite / limit; else β and rz."""
+        if ctl[DONE] != 0.0:
+            return
+        ctl[ITS] += 1.0
+        rn = math.sqrt(vals[0])
+        if rn <= ctl[TOL]:
+            ctl[DONE] = CONVERGED
+        elif not (rn == rn) or rn == math.inf:
+            ctl[DONE] = BREAKDOWN
+        elif ctl[ITS] >= ctl[MAXIT]:
+            ctl[DONE] = LIMIT
+        else:
+            ctl[BETA] = vals[1] / ctl[RZ]
+            ctl[RZ] = vals[1]
+
+    def cg_update_p(p, z, ctl, n, first):
+        """p = z (``first``) or p = z + β p over the owned entries."""
+        if ctl[DONE] != 0.0:
+            return
+        i = cuda.grid(1)
+        if i < n:
+            if first:
+                p[i] = z[i]
+            else:
+                p[i] = z[i] + ctl[BETA] * p[i]
+
+    def dot_partials(x, y, n, partial, col):
+        """partial[col, block] = this block's Σ x_i·y_i (grid-stride, then a fixed tree)."""
+        sh = cuda.shared.array(rb, float64)
+        t = cuda.threadIdx.x
+        s = 0.0
+        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+            s += x[i] * y[i]
+        sh[t] = s
+        cuda.syncthreads()
+        off = rb // 2
+        while off > 0:
+            if t < off:
+                sh[t] += sh[t + off]
+            cuda.syncthreads()
+            off //= 2
+        if t == 0:
+            partial[col, cuda.blockIdx.x] = sh[0]
+
+    def dot_finish(partial, nblk, out):
+        """out[j] = Σ_b partial[j, b] in a fixed order (block j of the launch)."""
+        sh = cuda.shared.array(rb, float64)
+        t = cuda.threadIdx.x
+        j = cuda.blockIdx.x
+        s = 0.0
+        for b in range(t, nblk, rb):
+            s += partial[j, b]
+        sh[t] = s
+        cuda.syncthreads()
+        off = rb // 2
+        while off > 0:
+            if t < off:
+                sh[t] += sh[t + off]
+            cuda.syncthreads()
+            off //= 2
+        if t == 0:
+            out[j] = sh[0]
+
+    fns = (cg_init, cg_start, cg_update_xr, cg_check, cg_update_p, dot_partials, dot_finish)
+    return {fn.__name__: jit(fn) for fn in fns}
+
+
+def get_krylov_kernels(strict: bool = False, rb: int = DOT_BLOCK) -> dict:
+    """The GPU-rank CG kernels (name -> compiled kernel), built on first use through the one
+    compile path :func:`dycore.backend.gpu_kernels.kernel_compiler`; ``rb`` is the block of
+    the sum-mode dot kernels."""
+    key = (bool(strict), int(rb))
+    if key not in _CACHE:
+        from dycore.backend.gpu_kernels import kernel_compiler
+        _CACHE[key] = _build(kernel_compiler(strict), int(rb))
+    return _CACHE[key]
+
+
+class _SumReducer:
+    """Σ x·y over the ranks as per-rank partials + an all-reduce sum of float64 (k values)."""
+
+    def __init__(self, backend, transport, kernels, nb, max_dots: int = 3, blocks: int = 64):
+        self.b, self.t, self.k, self.nb = backend, transport, kernels, nb
+        self.rb = kernels["rb"]
+        self.blocks = int(blocks)
+        self.partial = backend.zeros((int(max_dots), self.blocks))
+        self.values = backend.zeros(int(max_dots))
+        self.calls = 0
+
+    def post_dots(self, *pairs) -> None:
+        b, k, nb = self.b, self.k, self.nb
+        for j, (x, y) in enumerate(pairs):
+            b.launch(k["dot_partials"], (self.blocks, self.rb), nb(x), nb(y),
+                     int(x.shape[0]), nb(self.partial), j)
+        b.launch(k["dot_finish"], (len(pairs), self.rb), nb(self.partial), self.blocks,
+                 nb(self.values))
+        self._n = len(pairs)
+        self.t.allreduce(self.values[:self._n], "sum")
+        self.calls += 1
+
+    def finish_on_device(self):
+        return self.values[:self._n]
+
+
+class DeviceRankPCG:
+    """CG on this GPU rank's owned rows of the pinned pressure matrix (module docstring).
+
+    Parameters
+    ----------
+    backend : GPUBackend (or its simulator)
+    transport : NcclTransport or a loopback transport (:mod:`dycore.parallel.nccl`)
+    plan : HaloPlan of depth 2 of this rank (``rp.plan(2)``)
+    rows : the owned rows, :func:`dycore.parallel.rank_ops.owned_rows` of the serial pinned
+        pressure matrix (indptr, indices, values, shape (n_owned, n_local(2)), 1)
+    reduction : "exact" | "sum"; precond : "jacobi" | "local_amg"
+    rtol, atol, maxiter : stop when ‖r‖₂ ≤ max(rtol·‖b‖₂, atol); at most ``maxiter`` iterations
+    group : threads summing one matrix row (1: SciPy's order, the CPU ranks' bits, for the
+        pressure rows and the local V-cycle's matrices alike; another power of two ≤ 32: that
+        many on every rank; None: :func:`dycore.solvers.krylov.group_size` of this rank's
+        rows, which may differ between ranks)
+    check_every : iterations issued between two host reads of the verdict
+    amg_dtype : storage of the local V-cycle's level matrices (float64 or float32)
+    amg_max_coarse, amg_smoother, amg_sweeps : the local hierarchy (as the serial device solver)
+    exact_blocks, exact_threads : launch shape of the exact reducer's parts kernel
+    sum_blocks, sum_threads : launch shape of the sum-mode dot kernels (fixed, so the sum's
+        order is; ``sum_threads`` a power of two, None: min(256, the backend's solver block))
+    block : threads per block of the vector, SpMV and V-cycle kernels (None: the backend's
+        ``solver_block``, 256 on a GPU)
+    name : the system's name in error messages
+
+    Attributes
+    ----------
+    n_owned, n_local : int; iterations : int (last solve); halo : DeviceHaloExchange
+    hierarchy : the local :class:`~dycore.solvers.amg.HostHierarchy` (``local_amg``; None
+        else); amg_sizes : list of int — its level sizes
+
+    Raises
+    ------
+    ValueError for an unknown ``reduction`` / ``precond``, rows that do not match the plan, or
+    a zero diagonal entry.
+    """
+
+    def __init__(self, backend, transport, plan, rows, reduction: str = "exact",
+                 precond: str = "jacobi", rtol: float = 1e-8, atol: float = 0.0,
+                 maxiter: int = 1000, group: int | None = 1, check_every: int = 8,
+                 amg_dtype=np.float64, amg_max_coarse: int = 500,
+                 amg_smoother: str = "chebyshev", amg_sweeps: int = 2,
+                 exact_blocks: int = 264, exact_threads: int | None = None,
+                 sum_blocks: int = 64, sum_threads: int | None = None,
+                 block: int | None = None, name: str = "pressure"):
+        import scipy.sparse as sp
+
+        from dycore.parallel.device_reduce import DeviceExactReducer
+        from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"GPU-rank CG: reduction must be one of {REDUCTIONS}, got "
+                             f"{reduction!r}")
+        if precond not in PRECONDITIONERS:
+            raise ValueError(f"GPU-rank CG: precond must be one of {PRECONDITIONERS}, got "
+                             f"{precond!r}")
+        ptr, cols, vals, shape, row_block = rows
+        ptr, cols = np.asarray(ptr, np.int64), np.asarray(cols, np.int64)
+        vals = np.asarray(vals, np.float64)
+        n, nl = ptr.size - 1, int(plan.n_local)
+        if row_block != 1 or tuple(shape) != (n, nl):
+            raise ValueError(f"GPU-rank CG: rows of shape {tuple(shape)} (row block "
+                             f"{row_block}) for a plan of {nl} local nodes: expected the "
+                             "scalar owned rows of a depth-2 plan")
+        self.b, self.t, self.plan = backend, transport, plan
+        self.reduction, self.precond, self.name = reduction, precond, name
+        self.check_every = max(1, int(check_every))
+        self.n_owned, self.n_local = n, nl
+        strict = getattr(backend, "strict", False)
+        rb = int(sum_threads or min(DOT_BLOCK, backend.solver_block))
+        if rb < 1 or rb & (rb - 1):
+            raise ValueError(f"GPU-rank CG: sum_threads {rb} is not a power of two")
+        self.k = dict(get_krylov_kernels(strict, rb), rb=rb)
+        la = self.la = DeviceLinalg(backend, int(block or backend.solver_block),
+                                    max_group=1 if group == 1 else None)
+        self.a = DeviceMatrix(la, ptr.astype(np.int32), cols.astype(np.int32), vals, 1, group)
+        rowid = np.repeat(np.arange(n), np.diff(ptr))
+        on_diag = cols == rowid
+        diag = np.zeros(n)
+        diag[rowid[on_diag]] = vals[on_diag]
+        if np.any(diag == 0.0):
+            raise ValueError(f"GPU-rank CG: zero diagonal at owned row "
+                             f"{int(np.flatnonzero(diag == 0.0)[0])}")
+        self.dinv = backend.to_device(1.0 / diag)          # Jacobi's 1.0 / diag, as the CPU's
+        z = backend.zeros
+        self.x, self.r, self.q, self.zbuf = z(n), z(n), z(n), z(n)
+        self.p = z(nl)                                     # a local vector: ghosts filled
+        host = np.zeros(NCTL)
+        host[RTOL], host[ATOL], host[MAXIT] = rtol, atol, maxiter
+        self.ctl = backend.to_device(host)
+        self.halo = DeviceHaloExchange(backend, transport, plan, 1)
+        if reduction == "exact":
+            self.red = DeviceExactReducer(backend, transport, 3, exact_blocks,
+                                          exact_threads or EXACT_BLOCK)
+        else:
+            self.red = _SumReducer(backend, transport, self.k, self._nb, 3, sum_blocks)
+        self.vcycle, self.hierarchy, self.amg_sizes = None, None, []
+        if precond == "local_amg":
+            from dycore.solvers.amg import DeviceVCycle, HostHierarchy
+            owned_block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
+            owned_block.sort_indices()
+            h = HostHierarchy(owned_block, amg_smoother, amg_sweeps, max_coarse=amg_max_coarse)
+            self.hierarchy, self.amg_sizes = h, list(h.sizes)
+            self.vcycle = DeviceVCycle(la, h, amg_dtype)
+            self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]
+        self.iterations = 0
+        self._views: dict = {}
+
+    # -- reporting -------------------------------------------------------------------------
+    def bytes_per_iteration(self) -> dict:
+        """Bytes this rank moves per CG iteration: ``halo`` (sent, one depth-2 exchange of p)
+        and ``allreduce`` (the payload of its two all-reduces: 3 dot products)."""
+        per_dot = 8 * NPARTS if self.reduction == "exact" else 8
+        return {"halo": 8 * self.halo.values_sent, "allreduce": 3 * per_dot}
+
+    # -- the solve ---------------------------------------------------------------------------
+    def _nb(self, a):
+        """The numba view of a backend array, made once per memory range (a view costs a few
+        µs of host time on a GPU; an iteration passes about twenty); a numba view as is."""
+        if isinstance(a, np.ndarray):
+            key = (a.__array_interface__["data"][0], a.shape)
+        elif hasattr(a, "data") and hasattr(a.data, "ptr"):          # CuPy
+            key = (a.data.ptr, a.shape)
+        else:
+            return a
+        hit = self._views.get(key)
+        if hit is None:
+            hit = self._views[key] = (a, self.b.nb(a))     # the array kept alive with it
+        return hit[1]
+
+    def _launch(self, name, n, *args):
+        self.b.launch(self.k[name], grid(n, self.la.rb), *args)
+
+    def _reduce(self, *pairs):
+        """Post the dots (a generator: yields once, after the all-reduce's post); returns the
+        (k,) device array of the reduced values."""
+        self.red.post_dots(*pairs)
+        yield
+        return self.red.finish_on_device()
+
+    def _precondition(self):
+        """z = M⁻¹ r for the local V-cycle (Jacobi is fused into the update kernels)."""
+        return self.vcycle.issue(self._nb(self.r), self.partial, self._nb(self.ctl), -1)
+
+    def steps(self, b):
+        """The solve of A x = b as a generator that yields after every post of a message
+        (halo exchange, all-reduce); exhausted when the solve has finished.
+
+        Parameters
+        ----------
+        b : (n_owned,) float64 backend array — this rank's owned right-hand side
+
+        The solution is :attr:`x` ((n_owned,) backend array, the solver's own), the iteration
+        count :attr:`iterations`.
+
+        Raises
+        ------
+        SolverDivergedError (the same on every rank) when the solve stops unconverged.
+        """
+        if tuple(b.shape) != (self.n_owned,):
+            raise ValueError(f"GPU-rank CG: right-hand side of shape {tuple(b.shape)}, "
+                             f"expected ({self.n_owned},)")
+        nb, n = self._nb, self.n_owned
+        jac = 1 if self.precond == "jacobi" else 0
+        ctl = nb(self.ctl)
+        self.b.launch(self.k["cg_init"], grid(max(n, 1), self.la.rb), self.b.nb(b),
+                      nb(self.x), nb(self.r), nb(self.zbuf), nb(self.dinv), n, jac, ctl)
+        z = self.zbuf if jac else self._precondition()
+        vals = yield from self._reduce((self.r, self.r), (self.r, z))     # r = b: b·b = r·r
+        self.b.launch(self.k["cg_start"], (1, 1), ctl, nb(vals))
+        self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 1)
+        pown = self.p[:n]
+        while True:
+            for _ in range(self.check_every):
+                self.halo.begin(self.p)
+                yield
+                self.halo.end(self.p)
+                self.la.spmv(self.a, nb(self.p), nb(self.q), ctl=ctl)
+                vals = yield from self._reduce((pown, self.q))
+                self._launch("cg_update_xr", n, nb(self.x), nb(self.r), nb(self.zbuf),
+                             nb(self.p), nb(self.q), nb(self.dinv), nb(vals), ctl, n, jac)
+                z = self.zbuf if jac else self._precondition()
+                vals = yield from self._reduce((self.r, self.r), (self.r, z))
+                self.b.launch(self.k["cg_check"], (1, 1), ctl, nb(vals))
+                self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 0)
+            host = np.asarray(self.b.to_host(self.ctl))
+            if host[DONE] != RUNNING:
+                break
+        self.iterations = its = int(host[ITS])
+        if host[DONE] != CONVERGED:
+            why = {LIMIT: "iteration limit reached", BREAKDOWN: "non-finite residual"}.get(
+                float(host[DONE]), "not finished")
+            raise SolverDivergedError(
+                f"{self.name} solve (GPU-rank CG, {self.reduction} dots, {self.precond}) did "
+                f"not converge: {why} after {its} iterations (tol {host[TOL]:.3e})")
+
+    def solve(self, b):
+        """Solve A x = b on this rank (every rank calls it; NCCL orders the messages).
+
+        b : (n_owned,) float64 backend array. Returns (x (n_owned,) backend array — the
+        solver's own, overwritten by the next solve —, iterations).
+
+        Raises
+        ------
+        SolverDivergedError when the solve stops unconverged.
+        """
+        for _ in self.steps(b):
+            pass
+        return self.x, self.iterations
+
+
+def solve_lockstep(solvers, rhs) -> list:
+    """Run the solves of K loopback ranks in one process, in lock step: every rank posts its
+    messages before any rank completes them (:class:`~dycore.parallel.nccl.LoopbackWorld`).
+
+    Parameters
+    ----------
+    solvers : list of DeviceRankPCG, rank order; rhs : list of (n_owned,) backend arrays
+
+    Returns
+    -------
+    list of (x, iterations) per rank.
+
+    Raises
+    ------
+    RuntimeError if the ranks do not finish after the same number of messages;
+    SolverDivergedError from the solves.
+    """
+    gens = [s.steps(b) for s, b in zip(solvers, rhs)]
+    live = [True] * len(gens)
+    while any(live):
+        for i, g in enumerate(gens):
+            try:
+                next(g)
+            except StopIteration:
+                live[i] = False
+        if any(live) and not all(live):
+            raise RuntimeError("GPU-rank CG: the ranks finished after different numbers of "
+                               f"messages (finished: {[not v for v in live]})")
+    return [(s.x, s.iterations) for s in solvers]

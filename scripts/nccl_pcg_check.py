@@ -1,0 +1,327 @@
+"""The pressure solve on K GPU ranks of one host: DeviceRankPCG over NCCL, against one GPU.
+
+    python3 scripts/nccl_pcg_check.py configs/mountainwave3d.yaml --ranks 2 \
+        [--precond jacobi|local_amg] [--reduction exact|sum] [--json F]
+
+(``--precond jacobi,local_amg --reduction exact,sum`` runs every pair on one set-up.)
+
+The parent builds the configuration's serial set-up on the CPU (mesh, first-order pattern, the
+pinned pressure matrix CMC + KMK), partitions the nodes as the CPU ranks do (METIS on the
+first-order node graph, :func:`dycore.parallel.partition.metis_partition`; without pymetis,
+``--partition auto`` falls back to slabs along x of equal node counts and says so) and draws a
+fixed right-hand side (standard normal, seed 2026). Then, one process per GPU at a time:
+
+1. K rank processes (rank r on GPU r, ``NCCL_NVLS_ENABLE=0``, one NCCL communicator) each build
+   :class:`~dycore.parallel.device_krylov.DeviceRankPCG` over the owned rows, solve ``--warmup``
+   times, then time ``--repeats`` solves (CUDA events on the backend's stream around each
+   solve; the median), and send back their owned solution, iterations, halo and all-reduce
+   bytes per iteration;
+2. one baseline process on GPU 0: the serial device solver of a one-GPU run
+   (:class:`dycore.solvers.krylov.DevicePCG` over the whole matrix; Jacobi, or the global
+   Chebyshev V-cycle for ``local_amg``, as ``solver_mode: device`` runs it), timed the same
+   way, and — for K > 1 — the same DeviceRankPCG on one rank (NCCL of size 1).
+
+Printed (and written to ``--json``, a list of runs): per rank, then a summary with iterations, ms per solve (max
+over ranks), bytes per iteration, the true relative residual ‖b − A x‖/‖b‖ of the K-rank
+solution (host, float64), its max difference from the serial device solution and from the
+1-rank DeviceRankPCG solution (0 for ``exact`` + ``jacobi``: the iterates are the same bits on
+any rank count, in fast mode too). ``--ranks 1`` runs step 1 on one GPU and step 2's serial
+solver. Every rank sums a matrix row with the same number of threads (``--group``; 0: the
+serial solver's choice for the whole matrix), so no operation depends on the partition. Exit
+status 1 if a solve fails, the ranks disagree on the iteration count, the true residual is
+above 1000·rtol (a wrong solution, not rounding: the stop test is on the recursive residual),
+or — exact + Jacobi on K > 1 ranks — the solution differs from the 1-rank one in any bit.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _node_owners(mesh, spg, k: int, how: str):
+    """(part, name): METIS as the CPU ranks (``metis``; ``auto`` when pymetis imports) or
+    slabs along x of equal node counts (``slabs``, as scripts/nccl_ranks_check.py)."""
+    from dycore.parallel.partition import metis_partition
+    if how == "auto":
+        try:
+            import pymetis  # noqa: F401
+            how = "metis"
+        except ImportError:
+            how = "slabs"
+    if how == "metis" or k == 1:
+        return metis_partition(spg.indptr, spg.indices, k), "metis"
+    order = np.argsort(mesh.coords[:, 0], kind="stable")
+    part = np.empty(mesh.nnodes, np.int64)
+    part[order] = np.arange(mesh.nnodes) * k // mesh.nnodes
+    return part, "slabs-x"
+
+
+def _setup(config_path: str, k: int, how: str = "auto"):
+    """(n, tets, pinned pressure CSR, rank partitions, owned rows per rank, rhs, config, for
+    k > 1 the one-rank partition and owned rows, the partition's name) of the config."""
+    import dycore
+    from dycore.backend.cpu import CPUBackend
+    from dycore.parallel.partition import partition_mesh
+    from dycore.parallel.rank_ops import owned_rows
+    from dycore.timestepping.simulation import Simulation
+    cfg = dycore.load_config(config_path)
+    sim = Simulation(cfg, backend=CPUBackend(threads=0))
+    spg, mesh = sim.sparsity, sim.mesh
+    a = sim.ops.pressure_host.tocsr()
+    n = mesh.nnodes
+    part, how = _node_owners(mesh, spg, k, how)
+    rps = partition_mesh(mesh.tets, n, spg.indptr, spg.indices, part)
+    rows = [owned_rows(rp, n, a, 1, 1) for rp in rps]
+    one = None
+    if k > 1:
+        (rp1,) = partition_mesh(mesh.tets, n, spg.indptr, spg.indices, np.zeros(n, np.int32))
+        one = (rp1, owned_rows(rp1, n, a, 1, 1))
+    b = np.random.default_rng(2026).standard_normal(n)
+    return n, int(mesh.tets.shape[0]), a, rps, rows, b, cfg, one, how
+
+
+def _timed(stream, solve, warmup, repeats):
+    """(iterations, median ms, all ms) of ``solve()`` (CUDA events around each call)."""
+    import cupy as cp
+    its = None
+    for _ in range(warmup):
+        its = solve()
+    ms = []
+    for _ in range(repeats):
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record(stream)
+        its = solve()
+        e.record(stream)
+        e.synchronize()
+        ms.append(cp.cuda.get_elapsed_time(s, e))
+    return its, float(np.median(ms)), [round(v, 4) for v in ms]
+
+
+def _select(rank):
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    import cupy as cp
+    from numba import cuda
+    cp.cuda.Device(rank).use()
+    cuda.select_device(rank)
+    name = getattr(cuda.get_current_device(), "name", "CUDA simulator")
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def _rank_solver(backend, transport, rp, rows, opts):
+    from dycore.parallel.device_krylov import DeviceRankPCG
+    return DeviceRankPCG(backend, transport, rp.plan(2), rows, reduction=opts["reduction"],
+                         precond=opts["precond"], rtol=opts["rtol"], maxiter=opts["maxiter"],
+                         group=opts["group"], check_every=opts["check_every"],
+                         amg_dtype=np.float64 if opts["strict"] else np.float32)
+
+
+def _rank(rank, k, uid, rp, rows, b_owned, opts, queue):
+    try:
+        gpu = _select(rank)
+        from dycore.backend.gpu import gpu_backend
+        from dycore.parallel.nccl import NcclTransport
+        be = gpu_backend(solver_mode="device", strict=opts["strict"])
+        t = NcclTransport(rank, k, uid, be.stream)
+        t0 = time.perf_counter()
+        s = _rank_solver(be, t, rp, rows, opts)
+        setup_s = time.perf_counter() - t0
+        bd = be.to_device(b_owned)
+        its, ms, all_ms = _timed(be.stream, lambda: s.solve(bd)[1], opts["warmup"],
+                                 opts["repeats"])
+        queue.put({"rank": rank, "gpu": gpu, "owned": rp.n_owned, "local": s.n_local,
+                   "iterations": its, "ms_per_solve": ms, "ms_all": all_ms,
+                   "setup_s": round(setup_s, 2), "bytes_per_iteration": s.bytes_per_iteration(),
+                   "amg_sizes": s.amg_sizes, "x": be.to_host(s.x), "ok": True})
+    except Exception as exc:                                  # report, do not hide
+        queue.put({"rank": rank, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+
+
+def _baseline(a, b, rp1, rows1, opts, queue):
+    """GPU 0: the serial device solver (and the 1-rank DeviceRankPCG when K > 1)."""
+    try:
+        from types import SimpleNamespace
+
+        from dycore.backend import solver_kernels as K
+        from dycore.backend.gpu import gpu_backend
+        from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy
+        from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix, DevicePCG
+        gpu = _select(0)
+        be = gpu_backend(solver_mode="device", strict=opts["strict"])
+        la = DeviceLinalg(be, be.solver_block)
+        dm = DeviceMatrix.from_scipy(la, a)
+        if opts["precond"] == "jacobi":
+            m = DeviceJacobi(la, dm, 1.0 / a.diagonal())
+        else:
+            h = HostHierarchy(a, "chebyshev", 2)
+            m = DeviceVCycle(la, h, np.float64 if opts["strict"] else np.float32)
+        cfg = SimpleNamespace(rtol=opts["rtol"], atol=0.0, max_iterations=opts["maxiter"])
+        pcg = DevicePCG(la, dm, m, cfg, be.xp.zeros(K.NCTL))
+        pcg.b_arr[...] = be.to_device(b)
+
+        its, ms, all_ms = _timed(be.stream, lambda: pcg.solve()[1], opts["warmup"],
+                                 opts["repeats"])
+        out = {"gpu": gpu, "serial": {"solver": f"DevicePCG + {type(m).__name__}",
+                                      "iterations": its, "ms_per_solve": ms, "ms_all": all_ms},
+               "x_serial": be.to_host(pcg.x_arr), "ok": True}
+        if rp1 is not None:
+            from dycore.parallel.nccl import NcclTransport
+            from cupy.cuda import nccl
+            t = NcclTransport(0, 1, nccl.get_unique_id(), be.stream)
+            s = _rank_solver(be, t, rp1, rows1, opts)
+            bd = be.to_device(b)
+            its1, ms1, all1 = _timed(be.stream, lambda: s.solve(bd)[1], opts["warmup"],
+                                     opts["repeats"])
+            out["rank1"] = {"iterations": its1, "ms_per_solve": ms1, "ms_all": all1}
+            out["x_rank1"] = be.to_host(s.x)
+        queue.put(out)
+    except Exception as exc:
+        queue.put({"ok": False, "error": f"baseline: {type(exc).__name__}: {exc}"[:500]})
+
+
+def _collect(procs, queue, n, timeout):
+    import queue as queue_mod
+    results, deadline = [], time.monotonic() + timeout
+    while len(results) < n:
+        try:
+            results.append(queue.get(timeout=2))
+        except queue_mod.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                return None, (f"process exit codes {dead}" if dead
+                              else f"no result within {timeout} s")
+    for p in procs:
+        p.join()
+    return results, None
+
+
+def _variant(a, setup, precond, reduction, nccl):
+    """Run one (preconditioner, reduction): K ranks, then the baseline; the summary dict and
+    the per-rank results (or an error dict and None)."""
+    n, nele, mat, rps, rows, b, cfg, one, group, setup_s, how = setup
+    rp1, rows1 = one if one is not None else (None, None)
+    opts = {"reduction": reduction, "precond": precond,
+            "rtol": cfg.solvers.pressure.rtol if a.rtol is None else a.rtol,
+            "maxiter": a.maxiter, "group": group, "check_every": a.check_every,
+            "strict": a.strict, "warmup": a.warmup, "repeats": a.repeats}
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    uid = nccl.get_unique_id()
+    procs = [ctx.Process(target=_rank, args=(r, a.ranks, uid, rps[r], rows[r], b[rps[r].owned],
+                                             opts, queue)) for r in range(a.ranks)]
+    for p in procs:
+        p.start()
+    results, err = _collect(procs, queue, a.ranks, a.timeout)
+    if err is None:
+        bp = ctx.Process(target=_baseline, args=(mat, b, rp1, rows1, opts, queue))
+        bp.start()
+        base, err = _collect([bp], queue, 1, a.timeout)
+    head = {"precond": precond, "reduction": reduction, "ok": False}
+    if err is not None:
+        return dict(head, error=err), None
+    base = base[0]
+    bad = [r for r in results + [base] if not r["ok"]]
+    if bad:
+        return dict(head, errors=[r["error"] for r in bad]), None
+    results.sort(key=lambda r: r["rank"])
+    x = np.zeros(n)
+    for rp, r in zip(rps, results):
+        x[rp.owned] = r.pop("x")
+    res = float(np.linalg.norm(b - mat @ x) / np.linalg.norm(b))
+    xs = base.pop("x_serial")
+    scale = float(np.abs(xs).max())
+    ms = max(r["ms_per_solve"] for r in results)
+    summary = {
+        "config": a.config, "ranks": a.ranks, "nodes": n, "tets": nele, "partition": how,
+        "owned": [r["owned"] for r in results], "precond": precond, "reduction": reduction, "rtol": opts["rtol"],
+        "group": group, "strict": a.strict, "check_every": a.check_every,
+        "setup_s": round(setup_s, 1), "nccl": nccl.get_version(),
+        "gpus": sorted({r["gpu"] for r in results}),
+        "iterations": results[0]["iterations"],
+        "ms_per_solve_max": ms,
+        "us_per_iteration": 1e3 * ms / max(1, results[0]["iterations"]),
+        "halo_bytes_per_iteration_max": max(r["bytes_per_iteration"]["halo"] for r in results),
+        "halo_bytes_per_iteration_total": sum(r["bytes_per_iteration"]["halo"]
+                                              for r in results),
+        "allreduce_bytes_per_iteration": results[0]["bytes_per_iteration"]["allreduce"],
+        "amg_sizes_rank0": results[0]["amg_sizes"],
+        "residual": res,
+        "serial_device": base["serial"],
+        "max_abs_diff_vs_serial": float(np.abs(x - xs).max()),
+        "max_rel_diff_vs_serial": float(np.abs(x - xs).max() / scale),
+    }
+    if "x_rank1" in base:
+        x1 = base.pop("x_rank1")
+        summary["rank1"] = base["rank1"]
+        summary["max_abs_diff_vs_1rank"] = float(np.abs(x - x1).max())
+        summary["entries_differing_from_1rank"] = int(np.count_nonzero(x != x1))
+    its = {r["iterations"] for r in results}
+    summary["ok"] = bool(len(its) == 1 and res <= 1e3 * opts["rtol"])
+    if reduction == "exact" and precond == "jacobi" and a.ranks > 1:
+        summary["ok"] &= summary["entries_differing_from_1rank"] == 0
+    return summary, results
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("config")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--precond", default="jacobi",
+                    help="jacobi, local_amg, or a comma-separated list of them")
+    ap.add_argument("--reduction", default="exact",
+                    help="exact, sum, or a comma-separated list (every pair with --precond "
+                         "runs, the set-up built once)")
+    ap.add_argument("--partition", choices=("auto", "metis", "slabs"), default="auto",
+                    help="auto: METIS as the CPU ranks when pymetis imports, else slabs along x")
+    ap.add_argument("--rtol", type=float, default=None,
+                    help="default: the config's solvers.pressure.rtol")
+    ap.add_argument("--maxiter", type=int, default=20000)
+    ap.add_argument("--group", type=int, default=0,
+                    help="threads per matrix row (1: SciPy's order; 0: the serial solver's "
+                         "choice for the whole matrix, the same on every rank)")
+    ap.add_argument("--check-every", type=int, default=8)
+    ap.add_argument("--strict", action="store_true", help="kernels without FMA contraction")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--timeout", type=int, default=420)
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    preconds, reductions = a.precond.split(","), a.reduction.split(",")
+    for name, vals, ok in (("--precond", preconds, ("jacobi", "local_amg")),
+                           ("--reduction", reductions, ("exact", "sum"))):
+        if any(v not in ok for v in vals):
+            ap.error(f"{name}: {','.join(vals)} (choose from {', '.join(ok)})")
+    from cupy.cuda import nccl
+
+    from dycore.solvers.krylov import group_size
+    t0 = time.perf_counter()
+    n, nele, mat, rps, rows, b, cfg, one, how = _setup(a.config, a.ranks, a.partition)
+    group = a.group or group_size(mat.nnz / n)
+    setup = (n, nele, mat, rps, rows, b, cfg, one, group, time.perf_counter() - t0, how)
+    runs, ok = [], True
+    for precond in preconds:
+        for reduction in reductions:
+            summary, results = _variant(a, setup, precond, reduction, nccl)
+            for r in results or []:
+                print(json.dumps(r))
+            print(json.dumps(summary), flush=True)
+            runs.append({"summary": summary, "ranks": results})
+            ok &= summary["ok"]
+            if a.json:                   # after every variant: a timeout keeps what ran
+                Path(a.json).write_text(json.dumps(runs, indent=1))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
