@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 import dycore
+from dycore.bench.steps import time_steps
 from dycore.solvers.device import DeviceSystems
 from dycore.solvers.krylov import DeviceLinalg
 from dycore.timestepping.simulation import Simulation
@@ -51,13 +52,8 @@ for label in a.set:
                                     sweeps=sweeps, setup_cache=sim.setup_cache)
         sim.stepper.sys = sim.systems
     build = time.perf_counter() - t
-    for _ in range(3):
-        sim.step()
-    ts = []
-    for _ in range(a.steps):
-        t = time.perf_counter()
-        sim.step()
-        ts.append(1e3 * (time.perf_counter() - t))
+    time_steps(sim, 3)                              # warm-up
+    ts = time_steps(sim, a.steps)[0]
     fields = sim.host_fields()
     same = "ref" if ref is None else all(np.array_equal(fields[k], ref[k]) for k in fields)
     if same is False:

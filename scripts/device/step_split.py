@@ -5,11 +5,11 @@ python3 scripts/device/step_split.py CONFIG [--steps N]  — N steps after 3 war
 the stage table (mean per call) and the step's median with the iteration graphs on, for scale.
 """
 import argparse
-import time
 
 import numpy as np
 
 import dycore
+from dycore.bench.steps import time_steps
 from dycore.timestepping.simulation import Simulation
 
 ap = argparse.ArgumentParser()
@@ -18,13 +18,8 @@ ap.add_argument("--steps", type=int, default=10)
 a = ap.parse_args()
 cfg = dycore.load_config(a.config, **{"backend.name": "gpu", "backend.solver_mode": "device"})
 sim = Simulation(cfg)
-for _ in range(3):
-    sim.step()
-ts = []
-for _ in range(a.steps):
-    t = time.perf_counter()
-    sim.step()
-    ts.append(1e3 * (time.perf_counter() - t))
+time_steps(sim, 3)                                  # warm-up
+ts = time_steps(sim, a.steps)[0]
 print(f"graphs on: step median {np.median(ts):.2f} ms [{min(ts):.2f}-{max(ts):.2f}]")
 sim.stepper.graphs.enabled = False
 sim.step()
