@@ -38,8 +38,8 @@ rank count, in fast mode too). ``--ranks 1`` runs step 1 on one GPU and step 2's
 solver. Every rank sums a matrix row with the same number of threads (``--group``; 0: the
 serial solver's choice for the whole matrix), so no operation depends on the partition. Exit
 status 1 if a solve fails, the ranks (or the two variants) disagree on the iteration count, a
-captured solve did not replay its graph, a captured solution differs from the uncaptured one
-in any bit (K ranks and the 1-rank solver), the true residual is above 1000·rtol (a wrong
+captured solve did not replay its graph or (on GPUs) the capture failed (``cuda_graph``), a
+captured solution differs from the uncaptured one in any bit (K ranks and the 1-rank solver), the true residual is above 1000·rtol (a wrong
 solution, not rounding: the stop test is on the recursive residual), or — exact + Jacobi on
 K > 1 ranks — the solution differs from the 1-rank one in any bit.
 """
@@ -144,7 +144,7 @@ def _both(be, s, bd, opts):
                      "ms_warmup": warm, "host_reads_per_solve": reads[-1],
                      "replayed": s.replayed}
         if graphs:
-            out[name]["budget"] = s.budget
+            out[name].update(s.graph_info())
         xs[name] = be.to_host(s.x)
     out["captured_bits_equal"] = bool(np.array_equal(xs["captured"], xs["uncaptured"]))
     return out, xs["captured"]
@@ -291,6 +291,8 @@ def _variant(a, setup, precond, reduction, nccl):
                 "first_warmup_ms_max": max(r[name]["ms_warmup"][0] for r in results)}
     cap, unc = variant("captured"), variant("uncaptured")
     cap["budget"] = sorted({r["captured"]["budget"] for r in results})
+    cap["cuda_graph"] = all(r["captured"]["cuda_graph"] for r in results)
+    cap["graph_kernels"] = [r["captured"]["kernels"] for r in results]
     summary = {
         "config": a.config, "ranks": a.ranks, "nodes": n, "tets": nele, "partition": how,
         "owned": [r["owned"] for r in results], "precond": precond, "reduction": reduction, "rtol": opts["rtol"],
@@ -320,6 +322,8 @@ def _variant(a, setup, precond, reduction, nccl):
     replayed = all(r["captured"]["replayed"] for r in results)
     summary["ok"] = bool(len(its) == 1 and res <= 1e3 * opts["rtol"] and replayed
                          and summary["captured_bits_equal_uncaptured"])
+    if "CUDA simulator" not in summary["gpus"]:          # on GPUs: really a CUDA graph
+        summary["ok"] &= cap["cuda_graph"]
     if "rank1" in summary:
         r1 = summary["rank1"]
         summary["ok"] &= (r1["captured_bits_equal"] and r1["captured"]["replayed"]

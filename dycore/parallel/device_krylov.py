@@ -361,6 +361,17 @@ class DeviceRankPCG:
         per_dot = 8 * NPARTS if self.reduction == "exact" else 8
         return {"halo": 8 * self.halo.values_sent, "allreduce": 3 * per_dot}
 
+    def graph_info(self) -> dict:
+        """The ``first`` graph: ``budget`` (iterations; 0: none yet), ``cuda_graph`` (True when
+        it is a captured CUDA graph; False before the first converged solve, with ``graphs``
+        off, for re-issued loopback ranks, under the simulator or after a failed capture) and
+        ``kernels`` (kernel launches captured through the backend; NCCL calls and memsets not
+        counted)."""
+        g = getattr(self._first, "graph", None)
+        return {"budget": self.budget,
+                "cuda_graph": bool(g is not None and getattr(g, "graph", None) is not None),
+                "kernels": int(getattr(g, "kernels", 0)) if g is not None else 0}
+
     # -- the solve ---------------------------------------------------------------------------
     def _nb(self, a):
         """The numba view of a backend array, made once per memory range (a view costs a few

@@ -204,7 +204,8 @@ def test_replayed_solves_give_the_checked_solves_bits(backend, problem):
     more = -(-(n_its - 4) // ce)               # `more` replays after `first` fell short
     assert reads == k * (1 + more + 1)         # first, each more, the new agreement
     budget = int(np.ceil(1.2 * n_its)) + 2
-    assert [s.budget for s in solvers] == [budget] * k
+    assert [s.graph_info() for s in solvers] == [
+        {"budget": budget, "cuda_graph": False, "kernels": 0}] * k     # re-issued, no graph
 
     xs, its, reads = _lockstep(solvers, rhs, backend)
     assert its == [n_its] * k and reads == k      # one host read per rank and solve
@@ -233,6 +234,9 @@ def test_one_rank_is_captured_and_replayed(backend, problem):
     assert backend.counters.graph_replays - replays == 1          # `first` alone
     assert backend.counters.syncs - syncs == 1
     assert np.array_equal(np.asarray(x2), x1) and np.array_equal(x1, problem.x_cpu)
+    info = s.graph_info()         # the simulator re-issues: no CUDA graph, its launches counted
+    assert info["budget"] == int(np.ceil(1.2 * its1)) + 2 and not info["cuda_graph"]
+    assert info["kernels"] > 5 * info["budget"]
 
 
 def test_replayed_local_vcycle_with_sums_matches_its_first_solve(backend, problem):
