@@ -12,25 +12,36 @@ first-order node graph, :func:`dycore.parallel.partition.metis_partition`; witho
 fixed right-hand side (standard normal, seed 2026). Then, one process per GPU at a time:
 
 1. K rank processes (rank r on GPU r, ``NCCL_NVLS_ENABLE=0``, one NCCL communicator) each build
-   :class:`~dycore.parallel.device_krylov.DeviceRankPCG` over the owned rows, solve ``--warmup``
-   times, then time ``--repeats`` solves (CUDA events on the backend's stream around each
-   solve; the median), and send back their owned solution, iterations, halo and all-reduce
-   bytes per iteration;
+   :class:`~dycore.parallel.device_krylov.DeviceRankPCG` over the owned rows and time it twice
+   on the same solver: **uncaptured** (``graphs`` off: every kernel and NCCL call issued from
+   Python, the verdict read every ``--check-every`` iterations), then **captured** (``graphs``
+   on: the first warm-up solve learns the iteration count, the ranks agree on the budget and
+   capture it as CUDA graphs; later solves replay them with one host read). Each variant:
+   ``--warmup`` solves (host clock, the first of the captured ones includes the capture), then
+   ``--repeats`` timed solves (CUDA events on the backend's stream around each solve; the
+   median). Each rank sends back its owned solution, iterations, host reads per solve, halo
+   and all-reduce bytes per iteration, and whether the captured solution equals the
+   uncaptured one in every bit;
 2. one baseline process on GPU 0: the serial device solver of a one-GPU run
    (:class:`dycore.solvers.krylov.DevicePCG` over the whole matrix; Jacobi, or the global
-   Chebyshev V-cycle for ``local_amg``, as ``solver_mode: device`` runs it), timed the same
-   way, and — for K > 1 — the same DeviceRankPCG on one rank (NCCL of size 1).
+   Chebyshev V-cycle for ``local_amg``, as ``solver_mode: device`` runs it, with its own
+   captured graphs), timed the same way, and — for K > 1 — the same DeviceRankPCG on one rank
+   (NCCL of size 1), uncaptured and captured.
 
-Printed (and written to ``--json``, a list of runs): per rank, then a summary with iterations, ms per solve (max
-over ranks), bytes per iteration, the true relative residual ‖b − A x‖/‖b‖ of the K-rank
-solution (host, float64), its max difference from the serial device solution and from the
-1-rank DeviceRankPCG solution (0 for ``exact`` + ``jacobi``: the iterates are the same bits on
-any rank count, in fast mode too). ``--ranks 1`` runs step 1 on one GPU and step 2's serial
+Printed (and written to ``--json``, a list of runs): per rank, then a summary with iterations,
+for each variant the ms per solve (max over ranks), µs per iteration, host reads per solve and
+the first warm-up solve's ms (``captured``, ``uncaptured``; ``speedup_captured``), bytes per
+iteration, the true relative residual ‖b − A x‖/‖b‖ of the K-rank captured solution (host,
+float64), its max difference from the serial device solution and from the 1-rank captured
+DeviceRankPCG solution (0 for ``exact`` + ``jacobi``: the iterates are the same bits on any
+rank count, in fast mode too). ``--ranks 1`` runs step 1 on one GPU and step 2's serial
 solver. Every rank sums a matrix row with the same number of threads (``--group``; 0: the
 serial solver's choice for the whole matrix), so no operation depends on the partition. Exit
-status 1 if a solve fails, the ranks disagree on the iteration count, the true residual is
-above 1000·rtol (a wrong solution, not rounding: the stop test is on the recursive residual),
-or — exact + Jacobi on K > 1 ranks — the solution differs from the 1-rank one in any bit.
+status 1 if a solve fails, the ranks (or the two variants) disagree on the iteration count, a
+captured solve did not replay its graph or (on GPUs) the capture failed (``cuda_graph``), a
+captured solution differs from the uncaptured one in any bit (K ranks and the 1-rank solver), the true residual is above 1000·rtol (a wrong
+solution, not rounding: the stop test is on the recursive residual), or — exact + Jacobi on
+K > 1 ranks — the solution differs from the 1-rank one in any bit.
 """
 from __future__ import annotations
 
@@ -91,11 +102,17 @@ def _setup(config_path: str, k: int, how: str = "auto"):
 
 
 def _timed(stream, solve, warmup, repeats):
-    """(iterations, median ms, all ms) of ``solve()`` (CUDA events around each call)."""
+    """(iterations, median ms, all ms, warm-up ms) of ``solve()`` (CUDA events around each
+    call; the warm-up calls on the host clock, to the end of their work)."""
     import cupy as cp
-    its = None
+    its, warm = None, []
     for _ in range(warmup):
+        t0 = time.perf_counter()
         its = solve()
+        e = cp.cuda.Event()
+        e.record(stream)
+        e.synchronize()
+        warm.append(round(1e3 * (time.perf_counter() - t0), 2))
     ms = []
     for _ in range(repeats):
         s, e = cp.cuda.Event(), cp.cuda.Event()
@@ -104,7 +121,33 @@ def _timed(stream, solve, warmup, repeats):
         e.record(stream)
         e.synchronize()
         ms.append(cp.cuda.get_elapsed_time(s, e))
-    return its, float(np.median(ms)), [round(v, 4) for v in ms]
+    return its, float(np.median(ms)), [round(v, 4) for v in ms], warm
+
+
+def _both(be, s, bd, opts):
+    """Time one DeviceRankPCG issued from Python (``graphs`` off: checked every
+    ``check_every`` iterations), then replaying its captured graphs (``graphs`` on: the first
+    warm-up solve learns the budget and captures). Returns ({"uncaptured": ..., "captured":
+    ..., "captured_bits_equal": bool}, the captured solution on the host)."""
+    out, xs = {}, {}
+    for name, graphs in (("uncaptured", False), ("captured", True)):
+        s.graphs = graphs
+        reads = []
+
+        def solve():
+            c0 = be.counters.syncs
+            its = s.solve(bd)[1]
+            reads.append(be.counters.syncs - c0)
+            return its
+        its, ms, all_ms, warm = _timed(be.stream, solve, opts["warmup"], opts["repeats"])
+        out[name] = {"iterations": its, "ms_per_solve": ms, "ms_all": all_ms,
+                     "ms_warmup": warm, "host_reads_per_solve": reads[-1],
+                     "replayed": s.replayed}
+        if graphs:
+            out[name].update(s.graph_info())
+        xs[name] = be.to_host(s.x)
+    out["captured_bits_equal"] = bool(np.array_equal(xs["captured"], xs["uncaptured"]))
+    return out, xs["captured"]
 
 
 def _select(rank):
@@ -122,7 +165,7 @@ def _rank_solver(backend, transport, rp, rows, opts):
     return DeviceRankPCG(backend, transport, rp.plan(2), rows, reduction=opts["reduction"],
                          precond=opts["precond"], rtol=opts["rtol"], maxiter=opts["maxiter"],
                          group=opts["group"], check_every=opts["check_every"],
-                         amg_dtype=np.float64 if opts["strict"] else np.float32)
+                         amg_dtype=np.float64 if opts["strict"] else np.float32, graphs=False)
 
 
 def _rank(rank, k, uid, rp, rows, b_owned, opts, queue):
@@ -136,12 +179,12 @@ def _rank(rank, k, uid, rp, rows, b_owned, opts, queue):
         s = _rank_solver(be, t, rp, rows, opts)
         setup_s = time.perf_counter() - t0
         bd = be.to_device(b_owned)
-        its, ms, all_ms = _timed(be.stream, lambda: s.solve(bd)[1], opts["warmup"],
-                                 opts["repeats"])
-        queue.put({"rank": rank, "gpu": gpu, "owned": rp.n_owned, "local": s.n_local,
-                   "iterations": its, "ms_per_solve": ms, "ms_all": all_ms,
-                   "setup_s": round(setup_s, 2), "bytes_per_iteration": s.bytes_per_iteration(),
-                   "amg_sizes": s.amg_sizes, "x": be.to_host(s.x), "ok": True})
+        timing, x = _both(be, s, bd, opts)
+        queue.put(dict({"rank": rank, "gpu": gpu, "owned": rp.n_owned, "local": s.n_local,
+                        "iterations": timing["captured"]["iterations"],
+                        "setup_s": round(setup_s, 2),
+                        "bytes_per_iteration": s.bytes_per_iteration(),
+                        "amg_sizes": s.amg_sizes, "x": x, "ok": True}, **timing))
     except Exception as exc:                                  # report, do not hide
         queue.put({"rank": rank, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
 
@@ -168,8 +211,8 @@ def _baseline(a, b, rp1, rows1, opts, queue):
         pcg = DevicePCG(la, dm, m, cfg, be.xp.zeros(K.NCTL))
         pcg.b_arr[...] = be.to_device(b)
 
-        its, ms, all_ms = _timed(be.stream, lambda: pcg.solve()[1], opts["warmup"],
-                                 opts["repeats"])
+        its, ms, all_ms, _ = _timed(be.stream, lambda: pcg.solve()[1], opts["warmup"],
+                                    opts["repeats"])
         out = {"gpu": gpu, "serial": {"solver": f"DevicePCG + {type(m).__name__}",
                                       "iterations": its, "ms_per_solve": ms, "ms_all": all_ms},
                "x_serial": be.to_host(pcg.x_arr), "ok": True}
@@ -179,10 +222,7 @@ def _baseline(a, b, rp1, rows1, opts, queue):
             t = NcclTransport(0, 1, nccl.get_unique_id(), be.stream)
             s = _rank_solver(be, t, rp1, rows1, opts)
             bd = be.to_device(b)
-            its1, ms1, all1 = _timed(be.stream, lambda: s.solve(bd)[1], opts["warmup"],
-                                     opts["repeats"])
-            out["rank1"] = {"iterations": its1, "ms_per_solve": ms1, "ms_all": all1}
-            out["x_rank1"] = be.to_host(s.x)
+            out["rank1"], out["x_rank1"] = _both(be, s, bd, opts)
         queue.put(out)
     except Exception as exc:
         queue.put({"ok": False, "error": f"baseline: {type(exc).__name__}: {exc}"[:500]})
@@ -241,16 +281,28 @@ def _variant(a, setup, precond, reduction, nccl):
     res = float(np.linalg.norm(b - mat @ x) / np.linalg.norm(b))
     xs = base.pop("x_serial")
     scale = float(np.abs(xs).max())
-    ms = max(r["ms_per_solve"] for r in results)
+    its0 = results[0]["iterations"]
+
+    def variant(name):
+        ms = max(r[name]["ms_per_solve"] for r in results)
+        return {"iterations": sorted({r[name]["iterations"] for r in results}),
+                "ms_per_solve_max": ms, "us_per_iteration": 1e3 * ms / max(1, its0),
+                "host_reads_per_solve": max(r[name]["host_reads_per_solve"] for r in results),
+                "first_warmup_ms_max": max(r[name]["ms_warmup"][0] for r in results)}
+    cap, unc = variant("captured"), variant("uncaptured")
+    cap["budget"] = sorted({r["captured"]["budget"] for r in results})
+    cap["cuda_graph"] = all(r["captured"]["cuda_graph"] for r in results)
+    cap["graph_kernels"] = [r["captured"]["kernels"] for r in results]
     summary = {
         "config": a.config, "ranks": a.ranks, "nodes": n, "tets": nele, "partition": how,
         "owned": [r["owned"] for r in results], "precond": precond, "reduction": reduction, "rtol": opts["rtol"],
         "group": group, "strict": a.strict, "check_every": a.check_every,
         "setup_s": round(setup_s, 1), "nccl": nccl.get_version(),
         "gpus": sorted({r["gpu"] for r in results}),
-        "iterations": results[0]["iterations"],
-        "ms_per_solve_max": ms,
-        "us_per_iteration": 1e3 * ms / max(1, results[0]["iterations"]),
+        "iterations": its0,
+        "captured": cap, "uncaptured": unc,
+        "speedup_captured": unc["ms_per_solve_max"] / max(cap["ms_per_solve_max"], 1e-9),
+        "captured_bits_equal_uncaptured": all(r["captured_bits_equal"] for r in results),
         "halo_bytes_per_iteration_max": max(r["bytes_per_iteration"]["halo"] for r in results),
         "halo_bytes_per_iteration_total": sum(r["bytes_per_iteration"]["halo"]
                                               for r in results),
@@ -266,8 +318,17 @@ def _variant(a, setup, precond, reduction, nccl):
         summary["rank1"] = base["rank1"]
         summary["max_abs_diff_vs_1rank"] = float(np.abs(x - x1).max())
         summary["entries_differing_from_1rank"] = int(np.count_nonzero(x != x1))
-    its = {r["iterations"] for r in results}
-    summary["ok"] = bool(len(its) == 1 and res <= 1e3 * opts["rtol"])
+    its = {r[v]["iterations"] for r in results for v in ("captured", "uncaptured")}
+    replayed = all(r["captured"]["replayed"] for r in results)
+    summary["ok"] = bool(len(its) == 1 and res <= 1e3 * opts["rtol"] and replayed
+                         and summary["captured_bits_equal_uncaptured"])
+    on_gpu = "CUDA simulator" not in summary["gpus"]          # on GPUs: really a CUDA graph
+    summary["ok"] &= cap["cuda_graph"] or not on_gpu
+    if "rank1" in summary:
+        r1 = summary["rank1"]
+        summary["ok"] &= (r1["captured_bits_equal"] and r1["captured"]["replayed"]
+                          and (r1["captured"]["cuda_graph"] or not on_gpu)
+                          and r1["captured"]["iterations"] == r1["uncaptured"]["iterations"])
     if reduction == "exact" and precond == "jacobi" and a.ranks > 1:
         summary["ok"] &= summary["entries_differing_from_1rank"] == 0
     return summary, results
@@ -292,11 +353,14 @@ def main(argv=None) -> int:
                          "choice for the whole matrix, the same on every rank)")
     ap.add_argument("--check-every", type=int, default=8)
     ap.add_argument("--strict", action="store_true", help="kernels without FMA contraction")
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="solves before the timed ones, per variant (>= 1)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--timeout", type=int, default=420)
     ap.add_argument("--json")
     a = ap.parse_args(argv)
+    if a.warmup < 1:
+        ap.error("--warmup must be at least 1 (the first captured solve learns and captures)")
     preconds, reductions = a.precond.split(","), a.reduction.split(",")
     for name, vals, ok in (("--precond", preconds, ("jacobi", "local_amg")),
                            ("--reduction", reductions, ("exact", "sum"))):

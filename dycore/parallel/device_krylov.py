@@ -18,10 +18,21 @@ The device twin of :func:`dycore.parallel.krylov.cg` over the pressure matrix's 
   hierarchy of the rank's owned × owned block: block-Jacobi over ranks with one V-cycle per
   block (additive Schwarz without overlap), so the iteration count grows with the rank count;
 - the scalars (α, β, the tolerance, the verdict) live in a device control array written by
-  one-thread kernels from the reduced values: no host copy inside an iteration. The host reads
-  the control array every ``check_every`` iterations (one small device→host copy); iterations
-  issued past convergence are no-ops (every update kernel returns when the solve is finished),
-  so the result is that of the converged iteration.
+  one-thread kernels from the reduced values: no host copy inside an iteration. Iterations
+  issued past convergence are no-ops (every update kernel returns when the solve is finished;
+  their halo exchange and all-reduces still run), so the result is that of the converged
+  iteration;
+- CUDA graphs (``graphs``, as the serial device solvers' ``_Solver._run``): the first
+  converged solve is issued from Python, the host reading the control array every
+  ``check_every`` iterations (one small device→host copy); it learns the iteration count, the
+  ranks agree on a budget (the max of their counts by one all-reduce, +20 % and 2) and each
+  captures the start with that many iterations — pack, NCCL group send/recv, unpack, the row
+  kernel, the fused updates, the dots' kernels and all-reduces and the exact reducer's
+  on-device rounding — into one graph, ``first``, and ``check_every`` iterations into
+  ``more``. Later solves replay ``first`` with no host read inside, read the verdict once,
+  and replay ``more`` while unfinished (a count above the budget captures ``first`` afresh,
+  agreed again). Every rank replays the same graphs in the same order, so the NCCL calls
+  match; the bits are those of the solve issued from Python.
 
 The iteration is :func:`dycore.parallel.krylov.cg`'s, operation by operation (Saad, *Iterative
 Methods for Sparse Linear Systems*, Alg. 9.1):
@@ -42,7 +53,11 @@ Communication points are written as a generator (:meth:`DeviceRankPCG.steps` yie
 post of a halo exchange or an all-reduce), so K loopback ranks in one process
 (:class:`~dycore.parallel.nccl.LoopbackWorld`, the simulator tests) advance in lock step
 (:func:`solve_lockstep`); on GPUs :meth:`DeviceRankPCG.solve` runs the generator through, NCCL
-ordering everything on the backend's stream.
+ordering everything on the backend's stream. K > 1 loopback ranks cannot be captured (a rank's
+receive needs the others' posts in between), so there the graphs' work is re-issued from
+Python with its yields: the same kernels in the same order and the same single host read per
+solve as a replay; one loopback rank is captured like an NCCL rank (``backend.capture``, which
+the simulator re-issues).
 """
 from __future__ import annotations
 
@@ -242,11 +257,18 @@ class DeviceRankPCG:
         order is; ``sum_threads`` a power of two, None: min(256, the backend's solver block))
     block : threads per block of the vector, SpMV and V-cycle kernels (None: the backend's
         ``solver_block``, 256 on a GPU)
+    graphs : replay later solves from captured graphs of a learnt iteration budget
+        (:meth:`steps`); False: every solve issued from Python and checked every
+        ``check_every`` iterations. A plain attribute: it may be switched between solves.
     name : the system's name in error messages
 
     Attributes
     ----------
     n_owned, n_local : int; iterations : int (last solve); halo : DeviceHaloExchange
+    rhs : (n_owned,) float64 backend array — the right-hand side the solve reads
+    graphs : bool; capture : bool — the transport can be captured (else the graphs' work is
+        re-issued from Python); budget : int — iterations of the ``first`` graph (0: none yet);
+        replayed : bool — the last solve replayed it
     hierarchy : the local :class:`~dycore.solvers.amg.HostHierarchy` (``local_amg``; None
         else); amg_sizes : list of int — its level sizes
 
@@ -263,7 +285,7 @@ class DeviceRankPCG:
                  amg_smoother: str = "chebyshev", amg_sweeps: int = 2,
                  exact_blocks: int = 264, exact_threads: int | None = None,
                  sum_blocks: int = 64, sum_threads: int | None = None,
-                 block: int | None = None, name: str = "pressure"):
+                 block: int | None = None, graphs: bool = True, name: str = "pressure"):
         import scipy.sparse as sp
 
         from dycore.parallel.device_reduce import DeviceExactReducer
@@ -323,6 +345,12 @@ class DeviceRankPCG:
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             self.vcycle = DeviceVCycle(la, h, amg_dtype)
             self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]
+        self.rhs = z(n)
+        self.maxiter = int(maxiter)
+        self.graphs = bool(graphs)
+        self.capture = bool(getattr(transport, "capturable", False))
+        self._first = self._more = None
+        self.budget, self.replayed = 0, False
         self.iterations = 0
         self._views: dict = {}
 
@@ -332,6 +360,17 @@ class DeviceRankPCG:
         and ``allreduce`` (the payload of its two all-reduces: 3 dot products)."""
         per_dot = 8 * NPARTS if self.reduction == "exact" else 8
         return {"halo": 8 * self.halo.values_sent, "allreduce": 3 * per_dot}
+
+    def graph_info(self) -> dict:
+        """The ``first`` graph: ``budget`` (iterations; 0: none yet), ``cuda_graph`` (True when
+        it is a captured CUDA graph; False before the first converged solve, with ``graphs``
+        off, for re-issued loopback ranks, under the simulator or after a failed capture) and
+        ``kernels`` (kernel launches captured through the backend; NCCL calls and memsets not
+        counted)."""
+        g = getattr(self._first, "graph", None)
+        return {"budget": self.budget,
+                "cuda_graph": bool(g is not None and getattr(g, "graph", None) is not None),
+                "kernels": int(getattr(g, "kernels", 0)) if g is not None else 0}
 
     # -- the solve ---------------------------------------------------------------------------
     def _nb(self, a):
@@ -362,51 +401,123 @@ class DeviceRankPCG:
         """z = M⁻¹ r for the local V-cycle (Jacobi is fused into the update kernels)."""
         return self.vcycle.issue(self._nb(self.r), self.partial, self._nb(self.ctl), -1)
 
-    def steps(self, b):
-        """The solve of A x = b as a generator that yields after every post of a message
-        (halo exchange, all-reduce); exhausted when the solve has finished.
-
-        Parameters
-        ----------
-        b : (n_owned,) float64 backend array — this rank's owned right-hand side
-
-        The solution is :attr:`x` ((n_owned,) backend array, the solver's own), the iteration
-        count :attr:`iterations`.
-
-        Raises
-        ------
-        SolverDivergedError (the same on every rank) when the solve stops unconverged.
-        """
-        if tuple(b.shape) != (self.n_owned,):
-            raise ValueError(f"GPU-rank CG: right-hand side of shape {tuple(b.shape)}, "
-                             f"expected ({self.n_owned},)")
+    # the solve's pieces, as generators that yield after every post of a message
+    def _start(self):
+        """x = 0, r = b (b in :attr:`rhs`), z = M⁻¹ r, the first reduction, tol, p = z."""
         nb, n = self._nb, self.n_owned
         jac = 1 if self.precond == "jacobi" else 0
         ctl = nb(self.ctl)
-        self.b.launch(self.k["cg_init"], grid(max(n, 1), self.la.rb), self.b.nb(b),
+        self.b.launch(self.k["cg_init"], grid(max(n, 1), self.la.rb), nb(self.rhs),
                       nb(self.x), nb(self.r), nb(self.zbuf), nb(self.dinv), n, jac, ctl)
         z = self.zbuf if jac else self._precondition()
         vals = yield from self._reduce((self.r, self.r), (self.r, z))     # r = b: b·b = r·r
         self.b.launch(self.k["cg_start"], (1, 1), ctl, nb(vals))
         self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 1)
+
+    def _iterations(self, count: int):
+        """``count`` CG iterations (no-ops once the control array says finished); no host
+        read."""
+        nb, n = self._nb, self.n_owned
+        jac = 1 if self.precond == "jacobi" else 0
+        ctl = nb(self.ctl)
         pown = self.p[:n]
+        for _ in range(count):
+            self.halo.begin(self.p)
+            yield
+            self.halo.end(self.p)
+            self.la.spmv(self.a, nb(self.p), nb(self.q), ctl=ctl)
+            vals = yield from self._reduce((pown, self.q))
+            self._launch("cg_update_xr", n, nb(self.x), nb(self.r), nb(self.zbuf),
+                         nb(self.p), nb(self.q), nb(self.dinv), nb(vals), ctl, n, jac)
+            z = self.zbuf if jac else self._precondition()
+            vals = yield from self._reduce((self.r, self.r), (self.r, z))
+            self.b.launch(self.k["cg_check"], (1, 1), ctl, nb(vals))
+            self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 0)
+
+    def _budgeted(self, budget: int):
+        """The start and ``budget`` iterations: what the ``first`` graph holds."""
+        yield from self._start()
+        yield from self._iterations(budget)
+
+    def _read(self):
+        """The control array on the host (one device→host copy)."""
+        return np.asarray(self.b.to_host(self.ctl))
+
+    def _checked(self):
+        """The start, then ``check_every`` iterations between host reads of the verdict until
+        the solve has finished; returns the control array read last."""
+        yield from self._start()
         while True:
-            for _ in range(self.check_every):
-                self.halo.begin(self.p)
-                yield
-                self.halo.end(self.p)
-                self.la.spmv(self.a, nb(self.p), nb(self.q), ctl=ctl)
-                vals = yield from self._reduce((pown, self.q))
-                self._launch("cg_update_xr", n, nb(self.x), nb(self.r), nb(self.zbuf),
-                             nb(self.p), nb(self.q), nb(self.dinv), nb(vals), ctl, n, jac)
-                z = self.zbuf if jac else self._precondition()
-                vals = yield from self._reduce((self.r, self.r), (self.r, z))
-                self.b.launch(self.k["cg_check"], (1, 1), ctl, nb(vals))
-                self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 0)
-            host = np.asarray(self.b.to_host(self.ctl))
+            yield from self._iterations(self.check_every)
+            host = self._read()
             if host[DONE] != RUNNING:
-                break
+                return host
+
+    def _replayed(self):
+        """Replay ``first`` (start + budget iterations), read the verdict once, replay ``more``
+        (``check_every`` iterations) while it is still running; returns the control array."""
+        yield from self._first.run()
+        host = self._read()
+        while host[DONE] == RUNNING:
+            yield from self._more.run()
+            host = self._read()
+        return host
+
+    def _learn(self, its: int):
+        """Agree on the budget (the max over ranks of ``its``: one all-reduce) and capture
+        ``first`` with it (and ``more``, once)."""
+        cnt = self.b.to_device(np.array([float(its)]))
+        self.t.allreduce(cnt, "max")
+        yield
+        its = int(np.asarray(self.b.to_host(cnt))[0])
+        budget = int(min(self.maxiter, math.ceil(1.2 * max(its, 1)) + 2))
+        self._first = _Replayable(self, lambda: self._budgeted(budget))
+        if self._more is None:
+            chunk = self.check_every
+            self._more = _Replayable(self, lambda: self._iterations(chunk))
+        self.budget = budget
+
+    def steps(self, b):
+        """The solve of A x = b as a generator that yields after every post of a message
+        (halo exchange, all-reduce); exhausted when the solve has finished.
+
+        With :attr:`graphs`, the first converged solve is issued from Python and checked every
+        ``check_every`` iterations; it learns the iteration count, agrees on a budget with the
+        other ranks (the max of their counts, one all-reduce, +20 % and 2, at most
+        ``maxiter``) and captures ``first`` (the start and that many iterations) and ``more``
+        (``check_every`` iterations). Later solves replay ``first`` — no host read inside — read
+        the verdict once, replay ``more`` while unfinished, and capture ``first`` afresh when
+        the count exceeded the budget. Iterations past convergence change nothing, so a
+        replayed solve gives the bits of the checked one. Without a capturable transport
+        (K loopback ranks) the graphs' work is re-issued from Python with its yields, so the
+        ranks stay in lock step; the kernels and their order are the graph's.
+
+        Parameters
+        ----------
+        b : (n_owned,) float64 backend array — this rank's owned right-hand side (copied into
+            :attr:`rhs`, which the graphs read)
+
+        The solution is :attr:`x` ((n_owned,) backend array, the solver's own), the iteration
+        count :attr:`iterations`; :attr:`replayed` says whether the solve replayed ``first``.
+
+        Raises
+        ------
+        ValueError for a right-hand side of the wrong shape; SolverDivergedError (the same on
+        every rank) when the solve stops unconverged.
+        """
+        if tuple(b.shape) != (self.n_owned,):
+            raise ValueError(f"GPU-rank CG: right-hand side of shape {tuple(b.shape)}, "
+                             f"expected ({self.n_owned},)")
+        if b is not self.rhs:
+            self.rhs[...] = self.b.as_device(b, np.float64)
+        self.replayed = bool(self.graphs and self._first is not None)
+        if self.replayed:
+            host = yield from self._replayed()
+        else:
+            host = yield from self._checked()
         self.iterations = its = int(host[ITS])
+        if self.graphs and host[DONE] == CONVERGED and (not self.replayed or its > self.budget):
+            yield from self._learn(its)
         if host[DONE] != CONVERGED:
             why = {LIMIT: "iteration limit reached", BREAKDOWN: "non-finite residual"}.get(
                 float(host[DONE]), "not finished")
@@ -427,6 +538,32 @@ class DeviceRankPCG:
         for _ in self.steps(b):
             pass
         return self.x, self.iterations
+
+
+class _Replayable:
+    """Work of a :class:`DeviceRankPCG` given as a generator function ``body`` (yielding after
+    each post of a message), replayed by :meth:`run`: a captured graph
+    (``backend.capture``: a CUDA graph on a GPU, re-issued under the simulator) when the
+    solver's transport is capturable, else ``body`` re-issued with its yields (K loopback
+    ranks in lock step)."""
+
+    def __init__(self, solver, body):
+        self.body = body
+        self.graph = None
+        if solver.capture:
+            self.graph = solver.b.capture(lambda: _drain(body()))
+
+    def run(self):
+        """Replay the work (a generator: yields only when re-issued without a graph)."""
+        if self.graph is None:
+            yield from self.body()
+        else:
+            self.graph.replay()
+
+
+def _drain(gen) -> None:
+    for _ in gen:
+        pass
 
 
 def solve_lockstep(solvers, rhs) -> list:

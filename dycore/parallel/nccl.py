@@ -7,7 +7,10 @@ NumPy arrays under numba-cuda's simulator):
   each ``(peer, array)`` of ``recvs`` (one message per peer and direction, matched in order);
 - ``complete()``: after it, every receive of the last ``post`` has landed (stream order on a
   GPU: kernels launched later on the backend's stream see the data);
-- ``allreduce(array, op)``: in place, ``op`` "sum" or "max", over all ranks.
+- ``allreduce(array, op)``: in place, ``op`` "sum" or "max", over all ranks;
+- ``capturable``: whether the operations can be captured into a CUDA graph of one rank and
+  replayed there (NCCL: yes; the loopback: only with one rank, since K loopback ranks in one
+  process must take turns between a post and its completion).
 
 :class:`NcclTransport` issues NCCL point-to-point calls inside one ``groupStart`` /
 ``groupEnd`` on the backend's stream (no host staging, no host synchronisation) and
@@ -40,6 +43,9 @@ class NcclTransport:
     ------
     RuntimeError (from CuPy) when NCCL cannot build the communicator.
     """
+
+    #: NCCL calls on the stream can be captured into a CUDA graph
+    capturable = True
 
     def __init__(self, rank: int, size: int, uid, stream):
         from cupy.cuda import nccl
@@ -106,6 +112,13 @@ class _Loopback:
         self.world, self.rank, self.size = world, rank, world.size
         self._recvs = []
         self.bytes_sent = 0
+
+    @property
+    def capturable(self) -> bool:
+        """One rank only: its messages complete within its own calls, so its work can be
+        re-issued as a unit (a "graph" under the simulator); with K > 1 ranks the others must
+        post in between."""
+        return self.size == 1
 
     def post(self, sends, recvs) -> None:
         for peer, a in sends:

@@ -159,3 +159,100 @@ def test_bad_options_raise(backend, problem):
     vals[(cols == 0) & (np.arange(cols.size) < ptr[1])] = 0.0
     with pytest.raises(ValueError, match="zero diagonal at owned row 0"):
         DeviceRankPCG(*args[:3], (ptr, cols, vals, shape, rb))
+
+
+def _lockstep(solvers, rhs, backend):
+    """(x per rank as host arrays, iterations per rank, host reads of the solve)."""
+    before = backend.counters.syncs
+    out = solve_lockstep(solvers, [r.copy() for r in rhs])
+    reads = backend.counters.syncs - before
+    return [np.asarray(backend.to_host(x)).copy() for x, _ in out], [i for _, i in out], reads
+
+
+def _concat(rps, xs, n):
+    x = np.full(n, np.nan)
+    for rp, xo in zip(rps, xs):
+        x[rp.owned] = xo
+    return x
+
+
+def test_replayed_solves_give_the_checked_solves_bits(backend, problem):
+    """Two loopback ranks (not capturable: the graphs' work is re-issued with its yields).
+    A first solve with b = 0 learns 0 iterations (budget 4); the real right-hand side then
+    replays ``first`` (4 iterations), reads the verdict, replays ``more`` until converged
+    and learns its count (budget 1.2·its + 2, agreed by the ranks); the next solve replays
+    ``first`` alone with one host read per rank. Every solution is bitwise the CPU ranks' cg
+    (= the solve issued from Python, test above) — iterations past convergence change
+    nothing."""
+    k, ce = 2, FAST["check_every"]
+    rps = _ranks(problem, k)
+    world = LoopbackWorld(k)
+    solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
+                             owned_rows(rp, problem.n, problem.a), rtol=RTOL, **FAST)
+               for rp in rps]
+    assert [s.capture for s in solvers] == [False] * k
+    rhs = [problem.b[rp.owned] for rp in rps]
+    xs, its, reads = _lockstep(solvers, [np.zeros(rp.n_owned) for rp in rps], backend)
+    assert its == [0] * k and not any(np.any(x) for x in xs)
+    assert [s.budget for s in solvers] == [4] * k and not solvers[0].replayed
+    assert reads == k * (1 + 1)                # one check, then the agreement's read
+
+    n_its = problem.its_cpu
+    xs, its, reads = _lockstep(solvers, rhs, backend)
+    assert all(s.replayed for s in solvers) and its == [n_its] * k
+    assert np.array_equal(_concat(rps, xs, problem.n), problem.x_cpu)
+    more = -(-(n_its - 4) // ce)               # `more` replays after `first` fell short
+    assert reads == k * (1 + more + 1)         # first, each more, the new agreement
+    budget = int(np.ceil(1.2 * n_its)) + 2
+    assert [s.graph_info() for s in solvers] == [
+        {"budget": budget, "cuda_graph": False, "kernels": 0}] * k     # re-issued, no graph
+
+    xs, its, reads = _lockstep(solvers, rhs, backend)
+    assert its == [n_its] * k and reads == k      # one host read per rank and solve
+    assert np.array_equal(_concat(rps, xs, problem.n), problem.x_cpu)
+    # switched off: issued from Python and checked every check_every iterations, same bits
+    for s in solvers:
+        s.graphs = False
+    xs, its, reads = _lockstep(solvers, rhs, backend)
+    assert not solvers[0].replayed and reads == k * -(-n_its // ce)
+    assert np.array_equal(_concat(rps, xs, problem.n), problem.x_cpu)
+
+
+def test_one_rank_is_captured_and_replayed(backend, problem):
+    """One loopback rank is capturable: its budget runs as a ``backend.capture`` graph (the
+    simulator re-issues it and counts a replay), with the bits of the solve from Python."""
+    rps = _ranks(problem, 1)
+    s = DeviceRankPCG(backend, LoopbackWorld(1).transport(0), rps[0].plan(2),
+                      owned_rows(rps[0], problem.n, problem.a), rtol=RTOL, **FAST)
+    assert s.capture
+    x1, its1 = s.solve(problem.b.copy())
+    x1 = np.asarray(x1).copy()
+    assert not s.replayed and its1 == problem.its_cpu
+    replays, syncs = backend.counters.graph_replays, backend.counters.syncs
+    x2, its2 = s.solve(problem.b.copy())
+    assert s.replayed and its2 == its1
+    assert backend.counters.graph_replays - replays == 1          # `first` alone
+    assert backend.counters.syncs - syncs == 1
+    assert np.array_equal(np.asarray(x2), x1) and np.array_equal(x1, problem.x_cpu)
+    info = s.graph_info()         # the simulator re-issues: no CUDA graph, its launches counted
+    assert info["budget"] == int(np.ceil(1.2 * its1)) + 2 and not info["cuda_graph"]
+    assert info["kernels"] > 5 * info["budget"]
+
+
+def test_replayed_local_vcycle_with_sums_matches_its_first_solve(backend, problem):
+    """The rank-local V-cycle with NCCL-style sums on two ranks: the replayed solve has the
+    first (checked) solve's iteration count and bits."""
+    k = 2
+    rps = _ranks(problem, k)
+    world = LoopbackWorld(k)
+    solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
+                             owned_rows(rp, problem.n, problem.a), rtol=RTOL,
+                             **dict(FAST, reduction="sum", precond="local_amg",
+                                    amg_max_coarse=8, amg_sweeps=1, check_every=2))
+               for rp in rps]
+    rhs = [problem.b[rp.owned] for rp in rps]
+    x1, its1, _ = _lockstep(solvers, rhs, backend)
+    assert its1[0] > 10 and len(set(its1)) == 1
+    x2, its2, reads = _lockstep(solvers, rhs, backend)
+    assert all(s.replayed for s in solvers) and its2 == its1 and reads == k
+    assert all(np.array_equal(a, b) for a, b in zip(x1, x2))
