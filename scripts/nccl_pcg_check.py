@@ -54,6 +54,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rank_procs import collect
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -228,24 +229,6 @@ def _baseline(a, b, rp1, rows1, opts, queue):
         queue.put({"ok": False, "error": f"baseline: {type(exc).__name__}: {exc}"[:500]})
 
 
-def _collect(procs, queue, n, timeout):
-    import queue as queue_mod
-    results, deadline = [], time.monotonic() + timeout
-    while len(results) < n:
-        try:
-            results.append(queue.get(timeout=2))
-        except queue_mod.Empty:
-            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-            if dead or time.monotonic() > deadline:
-                for p in procs:
-                    p.kill()
-                return None, (f"process exit codes {dead}" if dead
-                              else f"no result within {timeout} s")
-    for p in procs:
-        p.join()
-    return results, None
-
-
 def _variant(a, setup, precond, reduction, nccl):
     """Run one (preconditioner, reduction): K ranks, then the baseline; the summary dict and
     the per-rank results (or an error dict and None)."""
@@ -262,11 +245,11 @@ def _variant(a, setup, precond, reduction, nccl):
                                              opts, queue)) for r in range(a.ranks)]
     for p in procs:
         p.start()
-    results, err = _collect(procs, queue, a.ranks, a.timeout)
+    results, err = collect(procs, queue, a.ranks, a.timeout)
     if err is None:
         bp = ctx.Process(target=_baseline, args=(mat, b, rp1, rows1, opts, queue))
         bp.start()
-        base, err = _collect([bp], queue, 1, a.timeout)
+        base, err = collect([bp], queue, 1, a.timeout)
     head = {"precond": precond, "reduction": reduction, "ok": False}
     if err is not None:
         return dict(head, error=err), None

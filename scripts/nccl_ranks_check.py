@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rank_procs import collect
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -157,21 +158,10 @@ def main(argv=None) -> int:
              for r in range(a.ranks)]
     for p in procs:
         p.start()
-    import queue as queue_mod
-    results, deadline = [], time.monotonic() + 300
-    while len(results) < len(procs):
-        try:
-            results.append(queue.get(timeout=2))
-        except queue_mod.Empty:
-            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-            if dead or time.monotonic() > deadline:
-                for p in procs:
-                    p.kill()
-                print(json.dumps({"ok": False, "error": f"rank exit codes {dead}" if dead
-                                  else "no result within 300 s"}))
-                return 1
-    for p in procs:
-        p.join()
+    results, err = collect(procs, queue, len(procs), 300)
+    if err is not None:
+        print(json.dumps({"ok": False, "error": err}))
+        return 1
     results.sort(key=lambda r: r["rank"])
     for r in results:
         print(json.dumps(r))

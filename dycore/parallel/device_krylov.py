@@ -155,32 +155,20 @@ def _build(jit, rb: int) -> dict:
             else:
                 p[i] = z[i] + ctl[BETA] * p[i]
 
-    def dot_partials(x, y, n, partial, col):
-        """partial[col, block] = this block's Σ x_i·y_i (grid-stride, then a fixed tree)."""
-        sh = cuda.shared.array(rb, float64)
-        t = cuda.threadIdx.x
-        s = 0.0
-        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-            s += x[i] * y[i]
-        sh[t] = s
-        cuda.syncthreads()
-        off = rb // 2
-        while off > 0:
-            if t < off:
-                sh[t] += sh[t + off]
-            cuda.syncthreads()
-            off //= 2
-        if t == 0:
-            partial[col, cuda.blockIdx.x] = sh[0]
-
-    def dot_finish(partial, nblk, out):
-        """out[j] = Σ_b partial[j, b] in a fixed order (block j of the launch)."""
+    def dot_tree(x, y, n, partial, col, nblk, out, finish):
+        """One block's fixed-order sum. ``finish`` 0: partial[col, block] = this block's
+        Σ x_i·y_i (grid-stride over n); 1: out[j] = Σ_b partial[j, b] for b < nblk (block j of
+        the launch). Each thread's sum, then the same shared-memory tree in both cases."""
         sh = cuda.shared.array(rb, float64)
         t = cuda.threadIdx.x
         j = cuda.blockIdx.x
         s = 0.0
-        for b in range(t, nblk, rb):
-            s += partial[j, b]
+        if finish:
+            for b in range(t, nblk, rb):
+                s += partial[j, b]
+        else:
+            for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+                s += x[i] * y[i]
         sh[t] = s
         cuda.syncthreads()
         off = rb // 2
@@ -190,9 +178,12 @@ def _build(jit, rb: int) -> dict:
             cuda.syncthreads()
             off //= 2
         if t == 0:
-            out[j] = sh[0]
+            if finish:
+                out[j] = sh[0]
+            else:
+                partial[col, j] = sh[0]
 
-    fns = (cg_init, cg_start, cg_update_xr, cg_check, cg_update_p, dot_partials, dot_finish)
+    fns = (cg_init, cg_start, cg_update_xr, cg_check, cg_update_p, dot_tree)
     return {fn.__name__: jit(fn) for fn in fns}
 
 
@@ -220,11 +211,13 @@ class _SumReducer:
 
     def post_dots(self, *pairs) -> None:
         b, k, nb = self.b, self.k, self.nb
+        part, vals = nb(self.partial), nb(self.values)
         for j, (x, y) in enumerate(pairs):
-            b.launch(k["dot_partials"], (self.blocks, self.rb), nb(x), nb(y),
-                     int(x.shape[0]), nb(self.partial), j)
-        b.launch(k["dot_finish"], (len(pairs), self.rb), nb(self.partial), self.blocks,
-                 nb(self.values))
+            b.launch(k["dot_tree"], (self.blocks, self.rb), nb(x), nb(y), int(x.shape[0]),
+                     part, j, 0, vals, 0)
+        x0 = nb(pairs[0][0])
+        b.launch(k["dot_tree"], (len(pairs), self.rb), x0, x0, 0, part, 0, self.blocks, vals,
+                 1)
         self._n = len(pairs)
         self.t.allreduce(self.values[:self._n], "sum")
         self.calls += 1
