@@ -24,7 +24,7 @@ import numpy as np
 from dycore.errors import ConfigError
 from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy
-from dycore.solvers.direct import direct_solver, pressure_method
+from dycore.solvers.direct import direct_solver, on_gpu, pressure_method
 from dycore.solvers.krylov import DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG
 
 __all__ = ["DeviceSystems"]
@@ -97,17 +97,21 @@ class DeviceSystems:
 
     def _factorise(self, ops, cfg, setup_cache):
         """The direct pressure solver; on a GPU its fill-reducing ordering (the analysis's
-        costly host part) is loaded from / stored in the set-up cache."""
-        cached = None if setup_cache is None else setup_cache.load("cudss-ordering")
-        with self.timers("pressure factorisation (once)"):
-            d = direct_solver(self.b, ops.pressure_host, self.b_arr, self.x_arr,
-                              cfg.pressure.rtol, perm=None if cached is None else cached["perm"])
-        if setup_cache is not None and hasattr(d, "permutation"):
-            (setup_cache.hits if cached is not None else setup_cache.misses).append(
-                "cudss-ordering")
-            if cached is None:
-                setup_cache.store("cudss-ordering", {"perm": d.permutation()})
-        return d
+        costly host part) comes from the set-up cache, or from the first factorisation,
+        which stores it there."""
+        def factorise(perm=None):
+            with self.timers("pressure factorisation (once)"):
+                return direct_solver(self.b, ops.pressure_host, self.b_arr, self.x_arr,
+                                     cfg.pressure.rtol, perm=perm)
+        if setup_cache is None or not on_gpu(self.b):
+            return factorise()
+        made = []
+
+        def ordering():
+            made.append(factorise())
+            return {"perm": made[0].permutation()}
+        perm = setup_cache.get("cudss-ordering", ordering, self.timers, "cuDSS ordering")["perm"]
+        return made[0] if made else factorise(perm)
 
     def _pressure_cg_parts(self, ops, cfg, smoother, sweeps, max_coarse, setup_cache):
         """(DeviceMatrix, preconditioner) of the pressure CG: the V-cycle (sets

@@ -32,7 +32,7 @@ import scipy.sparse.linalg as spla
 from dycore.errors import ConfigError, SolverDivergedError
 
 __all__ = ["HostDirect", "CudssDirect", "direct_solver", "check_factorisation",
-           "pressure_method", "AUTO_DIRECT_MAX_ROWS"]
+           "pressure_method", "on_gpu", "AUTO_DIRECT_MAX_ROWS"]
 
 #: ``method: auto`` factorises pressure matrices up to this many rows (measured on an H200:
 #: 98,441 rows — solve 3.0 ms against 7.1 ms for CG + AMG, factors 164 M nonzeros;
@@ -43,7 +43,8 @@ AUTO_DIRECT_MAX_ROWS = 500_000
 log = logging.getLogger("dycore")
 
 #: what to install for ``solvers.pressure.method: direct`` on a GPU
-CUDSS_INSTALL = "pip install 'nvmath-python[cu13]'  (or [cu12] for a CUDA 12 driver)"
+CUDSS_PACKAGE = "nvmath-python[cu13]"
+CUDSS_INSTALL = f"pip install '{CUDSS_PACKAGE}'  (or [cu12] for a CUDA 12 driver)"
 
 
 def check_factorisation(a, solve, rtol: float, label: str = "pressure") -> float:
@@ -275,8 +276,15 @@ def _destroy(cudss, handle, config, data, matrices) -> None:
     cudss.destroy(handle)
 
 
-def _on_gpu(backend) -> bool:
+def on_gpu(backend) -> bool:
+    """Whether ``backend`` holds CuPy arrays on a real GPU (cuDSS), not host arrays."""
     return getattr(backend, "name", "cpu") == "gpu" and not getattr(backend, "simulator", False)
+
+
+def _reproducible(backend) -> bool:
+    """Whether the run asks for reproducible sums (deterministic assembly or strict mode)."""
+    return (getattr(backend, "assembly", "atomic") == "deterministic"
+            or bool(getattr(backend, "strict", False)))
 
 
 def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
@@ -292,20 +300,18 @@ def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
     """
     if cfg.method != "auto":
         return cfg.method, "configured"
-    if not _on_gpu(backend) or getattr(backend, "solver_mode", "host") != "device":
+    if not on_gpu(backend) or getattr(backend, "solver_mode", "host") != "device":
         return "cg", "direct is chosen on a GPU with device solvers only"
-    if backend.strict:
-        return "cg", "strict mode keeps CG"
-    if getattr(backend, "assembly", "atomic") == "deterministic":
-        return "cg", ("deterministic assembly keeps CG (cuDSS's reproducible mode is "
-                      "slower than CG)")
+    if _reproducible(backend):
+        return "cg", ("strict mode or deterministic assembly keeps CG (cuDSS's reproducible "
+                      "mode is slower than CG)")
     if n > AUTO_DIRECT_MAX_ROWS:
         return "cg", f"{n:,} rows > {AUTO_DIRECT_MAX_ROWS:,} (factors too large)"
     try:
         from nvmath.bindings import cudss  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - not installed or its libraries missing
         return "cg", (f"cuDSS not available ({type(exc).__name__}); install "
-                      f"{CUDSS_INSTALL.split('  ')[0][12:]} for the direct solve")
+                      f"'{CUDSS_PACKAGE}' for the direct solve")
     return "direct", "cuDSS on the GPU"
 
 
@@ -325,14 +331,12 @@ def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None):
     -------
     CudssDirect or HostDirect, factorised and checked (logs its set-up time and fill)
     """
-    on_gpu = _on_gpu(backend)
-    deterministic = getattr(backend, "assembly", "atomic") == "deterministic" or getattr(
-        backend, "strict", False)
-    s = (CudssDirect(backend, a, b, x, rtol, perm=perm, deterministic=deterministic) if on_gpu
-         else HostDirect(a, b, x, rtol))
+    gpu = on_gpu(backend)
+    s = (CudssDirect(backend, a, b, x, rtol, perm=perm, deterministic=_reproducible(backend))
+         if gpu else HostDirect(a, b, x, rtol))
     log.info("pressure: %s factorisation of %d rows in %.2f s (%d nonzeros in the factors, "
              "%.1f× the matrix), set-up residual %.1e%s", s.name, a.shape[0], s.setup_s, s.fill,
              s.fill / max(a.nnz, 1), s.residual,
-             "" if not on_gpu else (", solve captured in the iteration graphs" if s.capturable
+             "" if not gpu else (", solve captured in the iteration graphs" if s.capturable
                                     else ", iteration graphs split around the solve"))
     return s

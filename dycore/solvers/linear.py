@@ -150,7 +150,4 @@ class HostSolver:
         if self._lu is None or self._lu[0] is not a:
             n = a.shape[0]
             self._lu = (a, HostDirect(a, np.zeros(n), np.zeros(n), self.cfg.rtol))
-        lu = self._lu[1]
-        lu.b[:] = b
-        lu.solve()
-        return lu.x.copy()
+        return self._lu[1].lu.solve(b)

@@ -95,3 +95,39 @@ def test_direct_is_for_the_pressure_matrix_only():
     with pytest.raises(ConfigError, match="solvers.momentum.method"):
         load_config("configs/mountainwave3d_small.yaml",
                     {"solvers": {"momentum": {"method": "direct"}}})
+
+
+def test_the_cudss_ordering_comes_from_the_setup_cache(tmp_path, monkeypatch):
+    """On a GPU the first factorisation stores its ordering; the next run's passes it back
+    (a stand-in for cuDSS records what it was given)."""
+    import types
+
+    import dycore.solvers.device as device
+    from dycore.backend.timers import StageTimers
+    from dycore.io.setup_cache import SetupCache
+
+    given = []
+
+    class FakeCudss:
+        def __init__(self, perm):
+            self.perm = perm
+
+        def permutation(self):
+            return np.arange(5, dtype=np.int32)[::-1]
+
+    def fake_direct_solver(backend, a, b, x, rtol, perm=None):
+        given.append(perm)
+        return FakeCudss(perm)
+
+    monkeypatch.setattr(device, "on_gpu", lambda backend: True)
+    monkeypatch.setattr(device, "direct_solver", fake_direct_solver)
+    cfg = types.SimpleNamespace(pressure=types.SimpleNamespace(rtol=1e-10))
+    ops = types.SimpleNamespace(pressure_host=None)
+    for run in range(2):
+        cache = SetupCache(tmp_path, (np.arange(3.0),), {"k": 1})
+        stub = types.SimpleNamespace(b=None, b_arr=None, x_arr=None, timers=StageTimers())
+        d = device.DeviceSystems._factorise(stub, ops, cfg, cache)
+        assert (cache.misses, cache.hits) == ((["cudss-ordering"], []) if run == 0
+                                              else ([], ["cudss-ordering"]))
+    assert given[0] is None and np.array_equal(given[1], [4, 3, 2, 1, 0]) and len(given) == 2
+    assert np.array_equal(d.perm, [4, 3, 2, 1, 0])
