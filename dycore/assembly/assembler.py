@@ -117,6 +117,9 @@ class Assembler:
                         self.b.gather(ptr, contrib, args[o.elements], outs[o.name], o.block_size)
         else:
             with self.timers(f"integrate+assemble {stage} (atomic)"):
+                # zero-filled before every atomic assembly: the block entries an output does
+                # not scatter (Output.nonzeros) stay 0.0 even in a buffer reused and rewritten
+                # since (the no-normal-flow rotation writes full 3x3 blocks)
                 for o in loop.outputs:
                     if outs[o.name] is not None:
                         self.b.fill(outs[o.name], 0.0)
