@@ -2,7 +2,8 @@
 
 What a run builds before its first step — the sparsity pattern and assembly tables, the mesh-only
 operators (lumped masses, C, K_p, CMC + KMK) and the pressure AMG hierarchy — is a pure function
-of the mesh, a few configuration sections and the code that builds it. The paper-size mesh spent
+of the mesh, a few configuration sections and the code that builds it; a generated mesh is a pure
+function of the case and the ``mesh`` section (:func:`mesh_cache`, its own key). The paper-size mesh spent
 13 s there on an H200 (7.6 s of it in PyAMG's set-up), more than the 720 steps after it took on
 the GPU. A second run of the same mesh and configuration loads the arrays instead.
 
@@ -42,15 +43,16 @@ import numpy as np
 
 from dycore import __version__
 
-__all__ = ["SetupCache", "cache_directory", "source_digest"]
+__all__ = ["SetupCache", "cache_directory", "mesh_cache", "source_digest"]
 
 log = logging.getLogger("dycore")
 
 FORMAT = 1
 _OFF = {"off", "0", "none", "false", "no"}
 #: package folders whose code computes cached arrays (their source is part of the key; cases:
-#: the boundary tags and exact normals of the strong no-normal-flow condition)
-SOURCE_FOLDERS = ("fem", "assembly", "backend", "solvers", "cases")
+#: the boundary tags and exact normals of the strong no-normal-flow condition, and with mesh
+#: the generated meshes)
+SOURCE_FOLDERS = ("fem", "assembly", "backend", "solvers", "cases", "mesh")
 
 
 def cache_directory() -> Path | None:
@@ -208,3 +210,22 @@ class SetupCache:
                 total -= size
         except OSError:
             pass
+
+
+def mesh_cache(directory, config, params) -> SetupCache:
+    """The SetupCache of a GENERATED mesh (``mesh.file`` unset): keyed by the case's name, its
+    parameters and the ``mesh`` section of ``config`` (with the code, as every key), not by the
+    mesh itself, which it holds — the pieces keyed by the mesh (:class:`SetupCache` of the
+    Simulation) are then looked up with the loaded arrays.
+
+    Parameters
+    ----------
+    directory : Path or None (off); config : dycore.config.Config; params : the case's
+        parameters (a pydantic model, or any value with a stable ``repr``)
+    """
+    data = config.model_dump(mode="json")
+    dump = getattr(params, "model_dump", None)
+    settings = {"piece": "generated mesh", "case": data["case"]["name"],
+                "case_parameters": dump(mode="json") if dump else repr(params),
+                "mesh": data["mesh"]}
+    return SetupCache(directory, (), settings)

@@ -9,6 +9,7 @@ flushed to disk as it is written so a killed run keeps every finished record.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from dycore.backend import select_backend
 from dycore.diagnostics.norms import step_diagnostics
 from dycore.backend.timers import StageTimers
 from dycore.io.safety import guard_run, lock_taken_over
+from dycore.mesh.mesh import Mesh
 from dycore.physics.coefficients import build_coefficients
 from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
 from dycore.timestepping.continuity import RESTART_FREE_KEYS, _result_keys
@@ -70,12 +72,15 @@ class Simulation:
         self.case = cases.load_case(config.case.name)
         self.params = config.case.build_parameters()
         host_clock = StageTimers()               # the backend (and its clock) comes next
-        with host_clock("mesh generation"):
-            self.mesh = cases.build_config_mesh(config, self.case, self.params)
+        folder = self._cache_folder(setup_cache)
+        self.mesh, mesh_hit = self._mesh(folder, host_clock)
         self.backend = backend if backend is not None else select_backend(config.backend)
         self.timers = StageTimers(self.backend.marker)
-        self.timers.add("mesh generation", host_clock.as_dict()["mesh generation"]["total_ms"])
-        self.setup_cache = self._setup_cache(setup_cache)
+        for stage, row in host_clock.as_dict().items():
+            self.timers.add(stage, row["total_ms"])
+        self.setup_cache = self._setup_cache(folder)
+        if mesh_hit is not None:
+            (self.setup_cache.hits if mesh_hit else self.setup_cache.misses).append("mesh")
 
         def sparsity():
             with self.timers("sparsity and lookup tables"):
@@ -103,14 +108,41 @@ class Simulation:
                            q={k: dev(np.asarray(init[k], float)) for k in TRACERS})
         self.last_diagnostics = {}        # of the last step taken
 
-    def _setup_cache(self, choice):
-        """The SetupCache of this mesh and configuration (see :class:`Simulation`)."""
-        from dycore.io.setup_cache import SetupCache, cache_directory
+    @staticmethod
+    def _cache_folder(choice):
+        """The set-up cache folder of ``setup_cache`` (see :class:`Simulation`), or None."""
+        from dycore.io.setup_cache import cache_directory
 
         if choice is None or choice is True:
-            folder = cache_directory()
-        else:
-            folder = None if choice is False else choice
+            return cache_directory()
+        return None if choice is False else choice
+
+    def _mesh(self, folder, clock):
+        """(the configuration's mesh, whether it came from the set-up cache — None when the
+        cache is not asked: off, or a mesh read from ``mesh.file``).
+
+        A generated mesh is a pure function of the case, its parameters and the ``mesh``
+        section (and of the code: the key covers ``dycore/mesh`` and ``cases/``), so it is
+        cached under a key of those alone (:func:`dycore.io.setup_cache.mesh_cache`); a file
+        is read each time (it may change under the same name)."""
+        from dycore import cases
+        from dycore.io.setup_cache import mesh_cache
+
+        def build():
+            with clock("mesh generation"):
+                return cases.build_config_mesh(self.config, self.case, self.params)
+        if folder is None or self.config.mesh.file is not None:
+            return build(), None
+        cache = mesh_cache(folder, self.config, self.params)
+        def arrays_of(mesh):
+            return {f.name: getattr(mesh, f.name) for f in dataclasses.fields(mesh)}
+        arrays = cache.get("mesh", lambda: arrays_of(build()), clock, "mesh")
+        return Mesh(**arrays), bool(cache.hits)
+
+    def _setup_cache(self, folder):
+        """The SetupCache of this mesh and configuration in ``folder`` (None: off)."""
+        from dycore.io.setup_cache import SetupCache
+
         cfg, m = self.config, self.mesh
         data = cfg.model_dump(mode="json")
         # what reaches the mesh-only set-up besides the mesh itself (hashed bit for bit)

@@ -36,12 +36,15 @@ def _operator_arrays(sim) -> dict:
 def test_second_build_loads_bitwise_and_steps_identically(tmp_path):
     plain = Simulation(_config(), setup_cache=False)
     first = Simulation(_config(), setup_cache=tmp_path)
-    assert first.setup_cache.misses == ["sparsity", "operators"] and not first.setup_cache.hits
+    assert first.setup_cache.misses == ["mesh", "sparsity", "operators"]
+    assert not first.setup_cache.hits
     second = Simulation(_config(), setup_cache=tmp_path)
-    assert second.setup_cache.hits == ["sparsity", "operators"] and not second.setup_cache.misses
+    assert second.setup_cache.hits == ["mesh", "sparsity", "operators"]
+    assert not second.setup_cache.misses
     assert first.setup_cache.key == second.setup_cache.key
     timers = second.timers.as_dict()
     assert "integrate stabilisation K_p" not in timers            # nothing integrated again
+    assert "mesh generation" not in timers and "set-up cache: load mesh" in timers
     assert "set-up cache: load mesh operators" in timers
     ref = _operator_arrays(plain)
     for sim in (first, second):
@@ -67,6 +70,42 @@ def test_the_key_follows_what_the_set_up_depends_on(tmp_path):
         assert Simulation(_config(**over), setup_cache=tmp_path).setup_cache.key != base, over
 
 
+def test_a_generated_mesh_is_cached_under_its_configuration(tmp_path):
+    """The mesh comes back bit for bit; its key follows the mesh section and the case's
+    parameters (not the physics); a mesh read from a file is not cached."""
+    import dataclasses
+
+    from dycore.io.setup_cache import mesh_cache
+    from dycore.mesh.mesh import Mesh
+
+    cfg = _config()
+    sim = Simulation(cfg, setup_cache=tmp_path)
+    fresh = Simulation(cfg, setup_cache=False).mesh
+    cache = mesh_cache(tmp_path, cfg, sim.params)
+    stored = Mesh(**cache.load("mesh"))
+    for f in dataclasses.fields(Mesh):
+        a, b = getattr(stored, f.name), getattr(fresh, f.name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), f.name
+    key = cache.key
+    assert mesh_cache(tmp_path, _config(**{"physics.nu_h": 7.0}), sim.params).key == key
+    finer = dycore.load_config("configs/mountainwave3d_small.yaml", mesh={**MESH, "nz": 3})
+    assert mesh_cache(tmp_path, finer, sim.params).key != key
+    for over in ({"mesh.dx_min": 400.0}, {"mesh.dz_min": 120.0},
+                 {"case.parameters": {"h0": 100.0}}):
+        c = _config(**over)
+        assert mesh_cache(tmp_path, c, c.case.build_parameters()).key != key, over
+    path = tmp_path / "small.msh"
+    from dycore.mesh.write import write_mesh
+    write_mesh(fresh, path)
+    import yaml
+    data = yaml.safe_load(open("configs/mountainwave3d_small.yaml"))
+    data["mesh"] = {"file": str(path), "renumber": "none"}
+    (tmp_path / "file.yaml").write_text(yaml.safe_dump(data))
+    from_file = Simulation(dycore.load_config(tmp_path / "file.yaml"), setup_cache=tmp_path)
+    assert "mesh" not in from_file.setup_cache.hits + from_file.setup_cache.misses
+    assert "mesh generation" in from_file.timers.as_dict()
+
+
 def test_a_damaged_file_is_rebuilt_with_a_warning(tmp_path, caplog):
     first = Simulation(_config(), setup_cache=tmp_path)
     path = first.setup_cache.folder / "operators.npz"
@@ -76,14 +115,15 @@ def test_a_damaged_file_is_rebuilt_with_a_warning(tmp_path, caplog):
     path.write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING, logger="dycore"):
         again = Simulation(_config(), setup_cache=tmp_path)
-    assert again.setup_cache.misses == ["operators"] and again.setup_cache.hits == ["sparsity"]
+    assert again.setup_cache.misses == ["operators"]
+    assert again.setup_cache.hits == ["mesh", "sparsity"]
     assert "unreadable" in caplog.text and "operators.npz" in caplog.text
     ref = _operator_arrays(Simulation(_config(), setup_cache=False))
     got = _operator_arrays(again)
     for name, value in ref.items():
         assert np.array_equal(np.asarray(got[name]), np.asarray(value)), name
-    assert Simulation(_config(), setup_cache=tmp_path).setup_cache.hits == ["sparsity",
-                                                                            "operators"]
+    assert Simulation(_config(), setup_cache=tmp_path).setup_cache.hits == [
+        "mesh", "sparsity", "operators"]
 
 
 def test_the_amg_hierarchy_round_trips_bitwise(tmp_path):
@@ -153,9 +193,9 @@ def test_device_solvers_take_the_amg_hierarchy_from_the_cache(tmp_path):
     over = {"backend.name": "gpu", "backend.solver_mode": "device"}
     first = Simulation(_config(**over), setup_cache=tmp_path)
     name = "amg-chebyshev-2-500"
-    assert first.setup_cache.misses == ["sparsity", "operators", name]
+    assert first.setup_cache.misses == ["mesh", "sparsity", "operators", name]
     second = Simulation(_config(**over), setup_cache=tmp_path)
-    assert second.setup_cache.hits == ["sparsity", "operators", name]
+    assert second.setup_cache.hits == ["mesh", "sparsity", "operators", name]
     assert "pressure AMG set-up (host, once)" not in second.timers.as_dict()
     fresh = HostHierarchy(second.ops.pressure_host, "chebyshev", 2).as_arrays()
     stored = second.setup_cache.load(name)
