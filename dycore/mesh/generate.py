@@ -60,7 +60,6 @@ from itertools import permutations
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import brentq
 
 from dycore.dtypes import INDEX, REAL
 from dycore.errors import MeshError
@@ -113,6 +112,7 @@ def _solve_ratio(m: int, k0: int, s: float) -> float:
     r_hi = s ** (1.0 / kmax)  # r**kmax <= sum <= s
     if f(r_hi) < 0.0:        # rounding guard
         r_hi *= 1.0 + 1e-9
+    from scipy.optimize import brentq     # here: a run whose mesh comes from the set-up cache
     return float(brentq(f, 1.0, r_hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500))
 
 
