@@ -5,7 +5,7 @@ between the fork and the join, the main stream neither reads what the branch wri
 overwrites what it reads. :class:`DeferredBranch` issues the branch's work at the join, the
 latest point that contract allows: the fields must come out bit for bit as with the work
 issued in order (:class:`InlineBranch`) — on the CPU and on the device step under the
-simulator (graph-replayed iterations, device solvers), with q_c made active so that the
+simulator (graph-replayed iterations, device solvers, deterministic assembly), with q_c made active so that the
 branch holds several tracers, and with θ′ and q of different diffusivities (each tracer then
 assembles its own matrix on the branch).
 """
@@ -47,7 +47,8 @@ def test_cpu_step_same_bits_with_the_branch_issued_at_the_join(kappa_q):
 
 
 def test_device_step_same_bits_with_the_branch_issued_at_the_join():
-    gpu = {"name": "gpu", "solver_mode": "device"}
+    # deterministic assembly: atomic adds from the simulator's threads sum in any order
+    gpu = {"name": "gpu", "solver_mode": "device", "assembly": "deterministic"}
     _same(_run(gpu, InlineBranch(), steps=2), _run(gpu, DeferredBranch(), steps=2))
 
 
