@@ -4,15 +4,15 @@ The device twin of :func:`dycore.parallel.krylov.bicgstab` over a system's owned
 :class:`~dycore.parallel.device_krylov.DeviceRankPCG` is the twin of its ``cg``. It is the
 serial device solver's iteration (:class:`dycore.solvers.krylov.DeviceBiCGStab`) made of the
 SAME kernels (:mod:`dycore.backend.solver_kernels`: ``init_residual``, ``block_inverse``,
-``bi_update_p``, ``bi_update_s``, ``update_xr``, the block-CSR SpMV and ``finish`` with the
-solver's scalar recurrences ``OP_*``) with its dot products taken across the ranks:
+``bi_update_p``, ``bi_update_s``, ``update_xr``, the block-CSR SpMV and the solver's scalar
+recurrences ``OP_*`` of ``finish``) with its dot products taken across the ranks:
 
 - each dot-producing kernel runs with ``op = -1`` (its block partials are written and not
   finished); the global dot products come from the rank reducer of DeviceRankPCG
   (``"exact"``: :class:`~dycore.parallel.device_reduce.DeviceExactReducer`, correctly
   rounded, the same bits on any rank count; ``"sum"``: per-rank partials + an all-reduce sum)
-  and are handed to ``finish`` as a single partial row, so the control array (α, ω, β, ρ, the
-  tolerance, the verdict) is updated on the device by the serial solver's own recurrence;
+  and a one-thread kernel applies the serial solver's own recurrence (``_scalar_op``) to the
+  control array (α, ω, β, ρ, the tolerance, the verdict), on the device;
 - p̂ and ŝ are local vectors (owned + the ghosts of the pattern's plan, depth 1) whose ghosts
   :class:`~dycore.parallel.device_halo.DeviceHaloExchange` fills before each product;
 - the matrix is the owned rows of the local assembly in GLOBAL column order
@@ -33,6 +33,7 @@ yields after each post) lets K loopback ranks run in lock step
 from __future__ import annotations
 
 import numpy as np
+from numba import cuda
 
 from dycore.backend import solver_kernels as K
 from dycore.errors import SolverDivergedError
@@ -41,6 +42,29 @@ from dycore.parallel.device_halo import DeviceHaloExchange
 __all__ = ["DeviceRankBiCGStab", "rank_reducer"]
 
 KINDS = {"none": 0, "jacobi": 1, "block_jacobi": 2}
+
+_CACHE: dict = {}
+
+
+def _scalar_kernel(strict: bool):
+    """``rank_scalar_op(vals, op, ctl)``: one thread applies the serial solvers' recurrence
+    ``op`` (:func:`dycore.backend.solver_kernels._scalar_op`, the same device function) to the
+    control array with the reduced values vals[0], vals[1] — what ``finish`` does after summing
+    its partials, without the block's tree (the values are already global). Like ``finish``
+    it does nothing once the solve has finished (except for OP_INIT / OP_STORE)."""
+    if strict not in _CACHE:
+        from dycore.backend.gpu_kernels import kernel_compiler
+        scalar_op = cuda.jit(device=True)(K._scalar_op)
+        op_init, op_store, done = K.OP_INIT, K.OP_STORE, K.DONE
+
+        def rank_scalar_op(vals, op, ctl):
+            if cuda.grid(1) != 0:
+                return
+            if op != op_init and op != op_store and ctl[done] != 0.0:
+                return
+            scalar_op(ctl, op, vals[0], vals[1], 0)
+        _CACHE[strict] = kernel_compiler(strict)(rank_scalar_op)
+    return _CACHE[strict]
 
 
 def rank_reducer(backend, transport, reduction: str, max_dots: int, exact_blocks: int = 264,
@@ -141,6 +165,7 @@ class DeviceRankBiCGStab:
         self.partial = z((la.nblocks(m), 2))                 # the kernels' unfinished partials
         self.halo = DeviceHaloExchange(backend, transport, plan, self.bs)
         self.red = rank_reducer(backend, transport, reduction, 2, **(reducer_options or {}))
+        self.scalar_op = _scalar_kernel(bool(getattr(backend, "strict", False)))
         self.maxiter = int(maxiter)
         self.iterations = 0
         self._views: dict = {}
@@ -160,13 +185,12 @@ class DeviceRankBiCGStab:
 
     def _reduce(self, op, *pairs):
         """Post the global dots of ``pairs`` (yields once, after the all-reduce's post), then
-        apply the recurrence ``op`` to the control array on the device (``finish`` over one
-        partial row holding the reduced values)."""
+        apply the recurrence ``op`` to the control array on the device (one thread:
+        :func:`_scalar_kernel`)."""
         self.red.post_dots(*pairs)
         yield
         self.red.finish_on_device()
-        row = self.red.values[:2].reshape(1, 2)
-        self.b.launch(self.la.k.finish, (1, self.la.rb), self._nb(row), 1, op, 0, self.ctl)
+        self.b.launch(self.scalar_op, (1, 1), self._nb(self.red.values), op, self.ctl)
 
     def _exchange(self, local):
         self.halo.begin(local)
