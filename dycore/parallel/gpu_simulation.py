@@ -45,6 +45,12 @@ __all__ = ["GpuRankSimulation", "make_transport", "select_rank_device"]
 #: run_distributed's reduction names -> the GPU ranks' reducers
 _REDUCTIONS = {"exact": "exact", "allreduce": "sum", "sum": "sum"}
 
+#: launch shapes under numba-cuda's simulator, where every simulated thread is a Python
+#: thread (the GPU defaults — 264 × 256 threads per exact dot product — would take minutes per
+#: solve); the bits do not depend on them
+SIMULATOR_SHAPES = dict(reducer_options=dict(exact_blocks=1, exact_threads=1, sum_blocks=2,
+                                             sum_threads=1), block=8, element_block=16)
+
 
 def select_rank_device(comm) -> int:
     """Make GPU ``local rank % device count`` current for CuPy and numba (collective: the
@@ -104,7 +110,8 @@ class GpuRankSimulation(DistributedSimulation):
     reduction : "exact" | "allreduce" (= "sum": per-rank partials + an all-reduce sum)
     transport : "auto" | "nccl" | "mpi" (:func:`make_transport`)
     reducer_options : launch shapes of the exact / sum reducers (``exact_blocks``,
-        ``exact_threads``, ``sum_blocks``, ``sum_threads``; small ones keep the simulator fast)
+        ``exact_threads``, ``sum_blocks``, ``sum_threads``); under the simulator, options left
+        None take :data:`SIMULATOR_SHAPES`
     block : threads per block of the solver and vector kernels (None: the backend's
         ``solver_block``); element_block : of the assembly kernels (None: the backend's)
 
@@ -128,7 +135,17 @@ class GpuRankSimulation(DistributedSimulation):
         if reduction not in _REDUCTIONS:
             raise ConfigError(f"reduction '{reduction}' is not available on GPU ranks (use "
                               f"{' or '.join(_REDUCTIONS)})")
+        from numba import config as numba_config
         self.config, self.comm = config, comm
+        if numba_config.ENABLE_CUDASIM:
+            import sys
+            sim = SIMULATOR_SHAPES
+            reducer_options = sim["reducer_options"] if reducer_options is None else reducer_options
+            block = sim["block"] if block is None else block
+            element_block = sim["element_block"] if element_block is None else element_block
+            # a simulated block's threads meet at every syncthreads: with the default 5 ms
+            # GIL switch interval each barrier costs ~10 ms (a step: 80 s, with 0.1 ms 20 s)
+            sys.setswitchinterval(1e-4)
         self.device = select_rank_device(comm)
         piece, _ = self._receive(config, comm, CPUBackend(threads=config.backend.threads))
         bc = config.backend

@@ -56,7 +56,7 @@ class NcclTransport:
         self.nccl = nccl
         self.rank, self.size, self.stream = int(rank), int(size), stream
         self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
-        self.bytes_sent = 0
+        self.bytes_sent = self.posts = 0
 
     @classmethod
     def from_mpi(cls, comm, stream) -> "NcclTransport":
@@ -72,6 +72,7 @@ class NcclTransport:
 
     def post(self, sends, recvs) -> None:
         n, s = self.nccl, self.stream.ptr
+        self.posts += 1
         n.groupStart()
         try:
             for peer, a in sends:
@@ -192,8 +193,9 @@ class MpiStagedTransport:
 
     Attributes
     ----------
-    bytes_sent : int — halo bytes this rank sent; seconds : float — host time spent in
-        ``post`` + ``complete``; allreduce_bytes : int — payload of its all-reduces
+    bytes_sent : int — halo bytes this rank sent; posts : int — exchanges posted; seconds :
+        float — host time spent in ``post`` + ``complete``; allreduce_bytes : int — payload of
+        its all-reduces
     """
 
     capturable = False
@@ -201,7 +203,7 @@ class MpiStagedTransport:
     def __init__(self, comm):
         self.comm = comm
         self.rank, self.size = int(comm.rank), int(comm.size)
-        self.bytes_sent = self.allreduce_bytes = 0
+        self.bytes_sent = self.allreduce_bytes = self.posts = 0
         self.seconds = 0.0
         self._reqs, self._recvs, self._keep = [], [], []
 
@@ -211,6 +213,7 @@ class MpiStagedTransport:
         if self._reqs:
             raise RuntimeError("staged MPI transport: post() called twice without complete()")
         reqs, self._recvs, self._keep = [], [], []
+        self.posts += 1
         for peer, a in recvs:
             h = np.empty(a.shape, np.dtype(a.dtype))
             reqs.append(self.comm.Irecv(h, source=int(peer), tag=_STAGED_TAG))

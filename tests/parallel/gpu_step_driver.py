@@ -9,8 +9,6 @@ import sys
 import numpy as np
 
 MESH = {"nx": 3, "ny": 3, "nz": 2}
-#: launch shapes that keep the simulator fast (every simulated thread is a Python thread)
-FAST = dict(exact_blocks=1, exact_threads=1, sum_blocks=2, sum_threads=1)
 
 
 def config(backend):
@@ -29,18 +27,12 @@ def config(backend):
 def main(dst, steps, backend):
     from dycore.parallel.mpi import abort_on_error, world
 
-    # the simulator runs a block's threads as Python threads that meet at every syncthreads:
-    # with the default 5 ms GIL switch interval each barrier costs ~10 ms (a step took 80 s
-    # on one rank, 20 s with 0.1 ms)
-    sys.setswitchinterval(1e-4)
-
     comm = world()
     with abort_on_error(comm):
         cfg = config(backend)
         if backend == "gpu":
             from dycore.parallel.gpu_simulation import GpuRankSimulation
-            sim = GpuRankSimulation(cfg, comm, reducer_options=FAST, block=8,
-                                    element_block=16)
+            sim = GpuRankSimulation(cfg, comm)       # the simulator's launch shapes
         else:
             from dycore.parallel.simulation import DistributedSimulation
             sim = DistributedSimulation(cfg, comm)
