@@ -3,8 +3,9 @@ under ``mpiexec``, ``NUMBA_ENABLE_CUDASIM=1``, the staged MPI transport): the sm
 mountain-wave case on a 48-node mesh, 2 steps, deterministic assembly, strict floating point,
 exact dot products, Jacobi CG for pressure, block-Jacobi / Jacobi BiCGStab.
 
-- 2 GPU ranks give every field, diagnostic and iteration count of 1 GPU rank bit for bit (every
-  owned operation is the serial one on any partition, every dot product is correctly rounded);
+- 2 and 4 GPU ranks give every field, diagnostic and iteration count of 1 GPU rank bit for
+  bit (every owned operation is the serial one on any partition, every dot product is
+  correctly rounded);
 - the GPU ranks agree with the CPU ranks (DistributedSimulation, same configuration) to the
   solver tolerance, not bitwise: the device BiCGStab tests convergence in squares, inverts the
   3×3 blocks by cofactors (LAPACK on the CPU) and its kinetic energy is Σ (M_L·u)·u summed
@@ -23,7 +24,7 @@ FIELDS = ("u", "v", "w", "p", "theta_prime", "q_v", "q_c", "q_r")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = {}
-    for backend, k in (("gpu", 1), ("gpu", 2), ("cpu", 2)):
+    for backend, k in (("gpu", 1), ("gpu", 2), ("gpu", 4), ("cpu", 2)):
         dst = tmp_path_factory.mktemp(f"{backend}{k}") / "out.npz"
         proc = launch(k, str(HERE / "gpu_step_driver.py"), str(dst), str(STEPS), backend,
                       timeout=900)
@@ -34,8 +35,9 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("step", range(1, STEPS + 1))
-def test_two_gpu_ranks_give_the_bits_of_one(runs, step):
-    one, two = runs[("gpu", 1)], runs[("gpu", 2)]
+@pytest.mark.parametrize("k", (2, 4))
+def test_two_and_four_gpu_ranks_give_the_bits_of_one(runs, k, step):
+    one, two = runs[("gpu", 1)], runs[("gpu", k)]
     for name in FIELDS:
         assert np.array_equal(two[f"{name}_{step}"], one[f"{name}_{step}"]), name
     for name in ("its_pressure", "its_momentum", "its_tracer", "max_abs_w", "kinetic_energy",
