@@ -24,10 +24,15 @@ r·r with r̂·r). Stopping test ‖r‖² ≤ max(rtol²·‖b‖², atol²) (t
 squares). With the exact reduction, deterministic assembly and ``g = 1`` every operation on an
 owned entry is independent of the partition, so 1, 2 and 4 GPU ranks give the same bits.
 
-First version: UNCAPTURED — every kernel, message and reduction is issued from Python, and
-the host reads the control array every ``check_every`` iterations (iterations issued after
-convergence are no-ops but still exchange and reduce). The generator form (:meth:`steps`
-yields after each post) lets K loopback ranks run in lock step
+Solves are replayed as DeviceRankPCG's are (:mod:`dycore.parallel.device_replay`): the first
+converged solve is issued from Python with a host read of the control array every
+``check_every`` iterations; it learns the iteration count, the ranks agree on a budget (+20 %
+and 2) and later solves replay ``first`` (start + budget iterations: kernels, halo exchanges
+and all-reduces) with one host read, then ``more`` while unfinished. With NCCL the replay is a
+CUDA graph per rank; with the staged MPI transport or K loopback ranks (not capturable) the
+same work is re-issued from Python in the same order, which gives the same bits. Iterations
+past convergence are no-ops (their exchanges and reductions still run). The generator form
+(:meth:`steps` yields after each post) lets K loopback ranks run in lock step
 (:func:`~dycore.parallel.device_krylov.solve_lockstep`).
 """
 from __future__ import annotations
@@ -38,6 +43,7 @@ from numba import cuda
 from dycore.backend import solver_kernels as K
 from dycore.errors import SolverDivergedError
 from dycore.parallel.device_halo import DeviceHaloExchange
+from dycore.parallel.device_replay import ReplayedSolve
 
 __all__ = ["DeviceRankBiCGStab", "rank_reducer"]
 
@@ -94,7 +100,7 @@ def rank_reducer(backend, transport, reduction: str, max_dots: int, exact_blocks
     return _SumReducer(backend, transport, kernels, backend.nb, max_dots, sum_blocks)
 
 
-class DeviceRankBiCGStab:
+class DeviceRankBiCGStab(ReplayedSolve):
     """Right-preconditioned BiCGStab on this GPU rank's owned rows (module docstring).
 
     Parameters
@@ -111,13 +117,18 @@ class DeviceRankBiCGStab:
     reduction : "exact" | "sum" (:func:`rank_reducer`); reducer_options : its launch shape
     check_every : iterations issued between two host reads of the verdict
     block : threads per block of the vector and SpMV kernels (None: ``backend.solver_block``)
+    graphs : replay later solves from graphs of a learnt iteration budget (as DeviceRankPCG;
+        :mod:`dycore.parallel.device_replay`); False: every solve issued from Python and
+        checked every ``check_every`` iterations. A plain attribute.
     name : the system's name in error messages
 
     Attributes
     ----------
     values : (nnzb,) or (nnzb,3,3) float64 backend array — the owned rows' values the solve
         reads (:meth:`load` fills it); x : (n_owned·bs,) backend array — the last solution;
-    iterations : int (last solve); n_owned, n_local : int; halo : DeviceHaloExchange
+    rhs : (n_owned·bs,) backend array — the right-hand side the solve (and its graphs) read;
+    iterations : int (last solve); n_owned, n_local : int; halo : DeviceHaloExchange;
+    graphs, capture, budget, replayed : as :class:`~dycore.parallel.device_krylov.DeviceRankPCG`
 
     Raises
     ------
@@ -128,7 +139,8 @@ class DeviceRankBiCGStab:
     def __init__(self, backend, transport, plan, indptr, indices, bs: int, preconditioner: str,
                  rtol: float = 1e-8, atol: float = 0.0, maxiter: int = 1000,
                  reduction: str = "exact", reducer_options: dict | None = None,
-                 check_every: int = 8, block: int | None = None, name: str = "momentum"):
+                 check_every: int = 8, block: int | None = None, graphs: bool = True,
+                 name: str = "momentum"):
         from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix
         if preconditioner not in KINDS:
             raise ValueError(f"GPU-rank BiCGStab ({name}): preconditioner must be one of "
@@ -153,11 +165,11 @@ class DeviceRankBiCGStab:
         self.diag_pos = la.nb(backend.to_device(diag.astype(np.int32)))
         host = np.zeros(K.NCTL)
         host[K.RTOL2], host[K.ATOL2], host[K.MAXIT] = rtol * rtol, atol * atol, maxiter
-        self.ctl_arr = backend.to_device(host)
-        self.ctl = la.nb(self.ctl_arr)
+        self.ctl = backend.to_device(host)
+        self._ctl = la.nb(self.ctl)
         z = backend.zeros
         m = n * self.bs
-        self.x = z(m)
+        self.x, self.rhs = z(m), z(m)
         self.r, self.rhat, self.p, self.v, self.tv = z(m), z(m), z(m), z(m), z(m)
         lshape = (nl,) if bs == 1 else (nl, 3)
         self.phat, self.shat = z(lshape), z(lshape)          # local vectors: ghosts filled
@@ -168,6 +180,10 @@ class DeviceRankBiCGStab:
         self.scalar_op = _scalar_kernel(bool(getattr(backend, "strict", False)))
         self.maxiter = int(maxiter)
         self.iterations = 0
+        self.graphs = bool(graphs)
+        self.capture = bool(getattr(transport, "capturable", False))
+        self._first = self._more = None
+        self.budget, self.replayed = 0, False
         self._views: dict = {}
 
     # -- helpers -----------------------------------------------------------------------------
@@ -190,7 +206,7 @@ class DeviceRankBiCGStab:
         self.red.post_dots(*pairs)
         yield
         self.red.finish_on_device()
-        self.b.launch(self.scalar_op, (1, 1), self._nb(self.red.values), op, self.ctl)
+        self.b.launch(self.scalar_op, (1, 1), self._nb(self.red.values), op, self._ctl)
 
     def _exchange(self, local):
         self.halo.begin(local)
@@ -206,17 +222,23 @@ class DeviceRankBiCGStab:
         self.b.xp.take(values, perm, axis=0, out=self.values)
 
     # -- the solve ---------------------------------------------------------------------------
-    def _start(self, rhs):
+    def _start(self):
+        """x = 0, r = r̂ = b (b in :attr:`rhs`), tol from the global ‖b‖², the block inverses."""
         la, k, nb = self.la, self.la.k, self._nb
         m = self.n_owned * self.bs
-        la.launch(k.init_residual, m, nb(rhs), nb(self.x), nb(self.r), nb(self.rhat), 1,
-                  nb(self.partial), -1, self.ctl, la.ticket)
+        la.launch(k.init_residual, m, nb(self.rhs), nb(self.x), nb(self.r), nb(self.rhat), 1,
+                  nb(self.partial), -1, self._ctl, la.ticket)
         yield from self._reduce(K.OP_INIT, (self.r, self.r))
         la.launch(k.block_inverse, self.n_owned, self.a.data, self.diag_pos, self.bs,
                   self.kind, nb(self.minv))
 
+    def _iterations(self, count: int):
+        """``count`` BiCGStab iterations (no-ops once the control array says finished)."""
+        for _ in range(count):
+            yield from self._iteration()
+
     def _iteration(self):
-        la, k, nb, ctl, bs = self.la, self.la.k, self._nb, self.ctl, self.bs
+        la, k, nb, ctl, bs = self.la, self.la.k, self._nb, self._ctl, self.bs
         n, m = self.n_owned, self.n_owned * self.bs
         phat, shat = self._flat_owned(self.phat), self._flat_owned(self.shat)
         part = nb(self.partial)
@@ -249,14 +271,10 @@ class DeviceRankBiCGStab:
         if tuple(rhs.shape) != (self.n_owned * self.bs,):
             raise ValueError(f"GPU-rank BiCGStab ({self.name}): right-hand side of shape "
                              f"{tuple(rhs.shape)}, expected ({self.n_owned * self.bs},)")
-        yield from self._start(rhs)
-        while True:
-            host = np.asarray(self.b.to_host(self.ctl_arr))
-            if host[K.DONE] != K.RUNNING:
-                break
-            for _ in range(self.check_every):
-                yield from self._iteration()
-        self.iterations = its = int(host[K.ITS])
+        if rhs is not self.rhs:
+            self.rhs[...] = rhs
+        host = yield from self._solve_steps()
+        its = self.iterations
         if host[K.DONE] != K.CONVERGED:
             why = {K.LIMIT: "iteration limit reached", K.BREAKDOWN: "breakdown or non-finite "
                    "residual"}.get(float(host[K.DONE]), "not finished")

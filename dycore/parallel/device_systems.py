@@ -94,7 +94,7 @@ class DeviceDistributedSystems:
 
     Same interface as :class:`~dycore.parallel.systems.DistributedSystems` (``tracer``,
     ``momentum``, ``pressure``, ``begin_step``, ``end_step``, ``graph_ready`` False: the step
-    is issued from Python; the pressure CG replays its own graphs where the transport allows).
+    is issued from Python; each solver replays its own graphs where the transport allows).
     Inputs are LOCAL device arrays: matrix values as the local assembly wrote them, right-hand
     sides over local nodes (owned entries valid).
 

@@ -17,8 +17,8 @@ Each rank then moves its piece to its GPU and runs
   where CuPy has NCCL, else :class:`~dycore.parallel.nccl.MpiStagedTransport` (host-staged
   mpi4py; always under the simulator).
 
-The step is issued from Python (``systems.graph_ready`` False: no whole-iteration graph; the
-pressure CG replays its own graphs over NCCL). Snapshots are gathered as on CPU ranks, after a
+The step is issued from Python (``systems.graph_ready`` False: no whole-iteration graph); each
+solve replays its own graphs over NCCL (:mod:`dycore.parallel.device_replay`). Snapshots are gathered as on CPU ranks, after a
 device→host copy of each rank's owned rows.
 
 With the exact reduction, ``assembly: deterministic``, ``strict: true`` and the pressure

@@ -7,7 +7,9 @@ one process (the 36-node mesh's assembled systems, METIS partitions):
 - they agree with the CPU ranks' :func:`dycore.parallel.krylov.bicgstab` to the solver
   tolerance (not bitwise: the stopping test is in squares, as the serial device solver's, and
   the 3×3 inverses are the device's cofactor formula, not LAPACK's);
-- the "sum" reduction converges to the same tolerance; a solve that stops short raises.
+- the "sum" reduction converges to the same tolerance; a solve that stops short raises;
+- later solves replay the first one's learnt budget (2 loopback ranks: re-issued in lock
+  step; 1 rank: captured, which the simulator re-issues) with the checked solve's bits.
 """
 from types import SimpleNamespace
 
@@ -43,8 +45,8 @@ def _system(s, name):
     return a, s["momentum"], s["momentum_b"].reshape(-1), 3
 
 
-def _solve(backend, s, name, k, **kw):
-    """(global flat x, iterations per rank) of K loopback ranks."""
+def _solvers(backend, s, name, k, **kw):
+    """(solvers, right-hand sides, rank partitions) of K loopback ranks."""
     n = s["nnodes"]
     part = metis_partition(s["indptr"], s["indices"], k)
     rps = partition_mesh(s["tets"], n, s["indptr"], s["indices"], part)
@@ -61,11 +63,22 @@ def _solve(backend, s, name, k, **kw):
         sol.values[...] = vals[pos]
         solvers.append(sol)
         rhs.append(b.reshape(n, bs)[rp.owned].reshape(-1).copy())
-    out = solve_lockstep(solvers, rhs)
-    x = np.full((n, bs), np.nan)
+    return solvers, rhs, rps
+
+
+def _gathered(backend, s, rps, out, bs):
+    x = np.full((s["nnodes"], bs), np.nan)
     for rp, (xo, _) in zip(rps, out):
         x[rp.owned] = np.asarray(backend.to_host(xo)).reshape(-1, bs)
-    return x.reshape(-1), [its for _, its in out]
+    return x.reshape(-1)
+
+
+def _solve(backend, s, name, k, **kw):
+    """(global flat x, iterations per rank) of K loopback ranks."""
+    solvers, rhs, rps = _solvers(backend, s, name, k, **kw)
+    out = solve_lockstep(solvers, rhs)
+    return _gathered(backend, s, rps, out, 3 if name == "momentum" else 1), \
+        [its for _, its in out]
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +127,17 @@ def test_sum_reduction_converges(backend, tiny_systems, one_rank):
 def test_iteration_limit_raises_on_every_rank(backend, tiny_systems):
     with pytest.raises(SolverDivergedError, match="tracer solve .*iteration limit"):
         _solve(backend, tiny_systems, "tracer", 2, maxiter=1)
+
+
+@pytest.mark.parametrize("k", (1, 2))
+def test_replayed_solves_give_the_checked_solves_bits(backend, tiny_systems, one_rank, k):
+    solvers, rhs, rps = _solvers(backend, tiny_systems, "tracer", k)
+    first = solve_lockstep(solvers, rhs)
+    x1 = _gathered(backend, tiny_systems, rps, first, 1)
+    assert not any(sol.replayed for sol in solvers)
+    assert all(sol.budget == int(np.ceil(1.2 * first[0][1])) + 2 for sol in solvers)
+    again = solve_lockstep(solvers, rhs)
+    assert all(sol.replayed for sol in solvers)
+    assert [its for _, its in again] == [its for _, its in first]
+    assert np.array_equal(_gathered(backend, tiny_systems, rps, again, 1), x1)
+    assert np.array_equal(x1, one_rank["tracer"][0])
