@@ -54,7 +54,7 @@ class Assembler:
         #: by node
         self.maps = {"matrix": (dev(sparsity.contrib_ptr), dev(sparsity.contrib)),
                      "vector": (dev(sparsity.node_contrib_ptr), dev(sparsity.node_contrib))}
-        self.detj = b.zeros(self.nele)
+        self._results: dict = {}    # det J of every element, one array per loop
         self._loops = {loop.name: loop for loop in ASSEMBLY.loops}
         for loop in ASSEMBLY.loops:     # the mesh's arrays against every loop's spec
             loop.check_inputs(self.common, self.nele, self.n, partial=True)
@@ -88,7 +88,7 @@ class Assembler:
 
         keys : dict output name -> buffer key of the assembled array (None: fresh arrays);
         want : dict output name -> bool (default all); result : the array of the loop's Result
-        (default ``self.detj``). Returns dict output name -> flat assembled array (or None)."""
+        (default: the loop's own det J array). Returns dict output name -> flat assembled array (or None)."""
         loop = self._loops[name]
         args = dict(self.common, **inputs)
         loop.check_inputs(args, self.nele, self.n)
@@ -102,7 +102,11 @@ class Assembler:
                 args[o.target] = outs[o.name] if w else args[o.elements]
                 args[f"want_{o.name}"] = w
         if loop.result:
-            args[loop.result.target] = self.detj if result is None else result
+            if result is None:          # each loop its own (loops may run on two streams)
+                if name not in self._results:
+                    self._results[name] = self.b.zeros(self.nele)
+                result = self._results[name]
+            args[loop.result.target] = result
         if self.deterministic or len(loop.modes) == 1:
             with self.timers(f"integrate {stage}"):
                 self.b.launch_loop(loop, ELEMENTS, args)
@@ -113,6 +117,9 @@ class Assembler:
                         self.b.gather(ptr, contrib, args[o.elements], outs[o.name], o.block_size)
         else:
             with self.timers(f"integrate+assemble {stage} (atomic)"):
+                # zero-filled before every atomic assembly: the block entries an output does
+                # not scatter (Output.nonzeros) stay 0.0 even in a buffer reused and rewritten
+                # since (the no-normal-flow rotation writes full 3x3 blocks)
                 for o in loop.outputs:
                     if outs[o.name] is not None:
                         self.b.fill(outs[o.name], 0.0)
@@ -147,7 +154,7 @@ class Assembler:
     def divergence(self):
         """C volume-term values (nnz,3) [m²] and det J of every element (nele,)."""
         o = self._run("divergence", "divergence C", {})
-        return o["mat"].reshape(self.nnz, 3), self.detj.copy()
+        return o["mat"].reshape(self.nnz, 3), self._results["divergence"].copy()
 
     def stabilisation(self):
         """K_p values (nnz,) and the per-element status (nele,) int64 (0 ok)."""

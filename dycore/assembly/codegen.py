@@ -295,16 +295,12 @@ def _gpu_kernel(loop: ElementLoop) -> list[str]:
     out.append("    else:")
     out.append("        for i in range(4):")
     out.append("            nd = tets[e, i]")
-    bidx = _IDX[2:]
     for o in [o for o in loop.outputs if o.kind == "vector"]:
-        blk = o.block
-        pos = "nd" if o.block_size == 1 else f"nd * {o.block_size} + {_flat(blk, bidx)}"
-        body = [f"cuda.atomic.add({o.target}, {pos}, {local(o)}[{_sub(blk, bidx, 'i')}])"]
         ind = 3
         if o.optional:
             out.append("            " + f"if want_{o.name}:")
             ind = 4
-        _nest(out, ind, blk, body, bidx)
+        _atomic_adds(out, ind, o, "nd", "i")
     for o in [o for o in loop.outputs if o.kind == "matrix"]:
         ind = 3
         if o.optional:
@@ -318,11 +314,30 @@ def _gpu_kernel(loop: ElementLoop) -> list[str]:
             out.append("    " * (ind + 2) + "k = csr_find_device(indptr, indices, nd, tets[e, j])")
         else:
             out.append("    " * (ind + 1) + "k = lookup[e, i, j]")
-        blk = o.block
-        pos = "k" if o.block_size == 1 else f"k * {o.block_size} + {_flat(blk, bidx)}"
-        _nest(out, ind + 1, blk,
-              [f"cuda.atomic.add({o.target}, {pos}, {local(o)}[{_sub(blk, bidx, 'i, j')}])"], bidx)
+        _atomic_adds(out, ind + 1, o, "k", "i, j")
     return out
+
+
+def _atomic_adds(out: list, ind: int, o: Output, base: str, lead: str) -> None:
+    """The atomic adds of one block of output ``o`` at position ``base`` (a nonzero ``k`` or a
+    node ``nd``) from ``local(o)[lead, ...]``: loops over the block when it is dense
+    (:attr:`Output.dense`), else one add per declared nonzero entry with literal indices."""
+    blk, bidx = o.block, _IDX[2:]
+    if o.block_size == 1:
+        out.append("    " * ind + f"cuda.atomic.add({o.target}, {base}, {local(o)}[{lead}])")
+        return
+    if o.dense:
+        pos = f"{base} * {o.block_size} + {_flat(blk, bidx)}"
+        _nest(out, ind, blk,
+              [f"cuda.atomic.add({o.target}, {pos}, {local(o)}[{_sub(blk, bidx, lead)}])"], bidx)
+        return
+    out.append("    " * ind + f"# block sparsity {o.name}: {len(o.scattered)} of "
+               f"{o.block_size} entries (Output.nonzeros)")
+    for t in o.scattered:
+        off = sum(i * prod(blk[d + 1:]) for d, i in enumerate(t))
+        pos = f"{base} * {o.block_size}" + (f" + {off}" if off else "")
+        out.append("    " * ind + f"cuda.atomic.add({o.target}, {pos}, "
+                   f"{local(o)}[{lead}, {', '.join(map(str, t))}])")
 
 
 def render_gpu(table: LoopTable) -> str:

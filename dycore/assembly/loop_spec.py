@@ -27,6 +27,13 @@ more than one):
   outputs) and nodal vectors through the connectivity, with atomic adds;
 - :data:`SEARCH` as ATOMIC, the nonzero found by binary search (:func:`csr_find`) in the row.
 
+An output may declare its block sparsity (``Output.nonzeros``: the entries of one block that the
+element function can make nonzero; default every entry). ATOMIC and SEARCH add only those
+entries; the others must be exactly 0.0 in every element array (a test of each declared pattern
+checks the element function on random elements), so that skipping them changes no value: the
+target is zero-filled before an atomic assembly, and a skipped entry stays 0.0, as the sum of
+exact zeros would be. ELEMENTS and the gather still write and sum every entry.
+
 The CPU driver always uses ELEMENTS (it has no atomics); the gather is the assembler's.
 Array shapes in a spec are literal integers, so the generated source has literal local-array
 shapes (``cuda.local.array((11, 4), float64)``), as numba-cuda requires.
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import product
 from math import prod
 
 __all__ = ["ATOMIC", "ELEMENTS", "SEARCH", "MODE_NAMES", "Gather", "Row", "Table", "Scalar",
@@ -112,13 +120,48 @@ class Output:
     ``elements`` names the element-array parameter (nele, *shape) of the ELEMENTS rule,
     ``target`` the CSR/BCSR ``values`` or nodal-vector parameter of ATOMIC/SEARCH;
     ``optional`` outputs of ATOMIC/SEARCH are added only when the kernel's ``want_<name>``
-    flag is true."""
+    flag is true.
+
+    ``nonzeros`` declares the block sparsity: the index tuples into :attr:`block` of the entries
+    the element function can make nonzero, in row-major order (``None``: every entry). ATOMIC
+    and SEARCH add only these; every other entry of every element's block must be exactly 0.0
+    (tests/unit/test_block_sparsity.py checks each declared pattern against its element
+    function). ELEMENTS still stores the whole block.
+
+    Raises
+    ------
+    ValueError
+        Naming the output: ``nonzeros`` on an output without a block (``kind="element"`` or a
+        scalar block), an entry of the wrong length or outside the block, a repeated entry or
+        entries not in row-major order, or an empty pattern.
+    """
     name: str
     shape: tuple
     kind: str
     elements: str
     target: str = ""
     optional: bool = False
+    nonzeros: tuple | None = None
+
+    def __post_init__(self):
+        if self.nonzeros is None:
+            return
+        blk = self.block
+        if not blk:
+            raise ValueError(f"output {self.name}: nonzeros needs a matrix or vector output "
+                             f"with a block (kind={self.kind!r}, shape={self.shape})")
+        entries = [tuple(t) for t in self.nonzeros]
+        if not entries:
+            raise ValueError(f"output {self.name}: nonzeros is empty (an output that is always "
+                             "zero is not an output)")
+        for t in entries:
+            if len(t) != len(blk) or not all(isinstance(i, int) and 0 <= i < n
+                                               for i, n in zip(t, blk)):
+                raise ValueError(f"output {self.name}: nonzeros entry {t} is not an index of "
+                                 f"the block {blk}")
+        if entries != sorted(set(entries)):
+            raise ValueError(f"output {self.name}: nonzeros {entries} must be distinct and in "
+                             "row-major order")
 
     @property
     def block(self) -> tuple:
@@ -129,6 +172,19 @@ class Output:
     def block_size(self) -> int:
         """Number of values in one block (1 for a scalar matrix or vector)."""
         return prod(self.block)
+
+    @cached_property
+    def scattered(self) -> tuple:
+        """The block entries ATOMIC and SEARCH add: :attr:`nonzeros`, or every index tuple of
+        :attr:`block` in row-major order (``((),)`` for a scalar block)."""
+        if self.nonzeros is not None:
+            return tuple(tuple(t) for t in self.nonzeros)
+        return tuple(product(*(range(n) for n in self.block)))
+
+    @property
+    def dense(self) -> bool:
+        """Whether ATOMIC and SEARCH add every entry of the block (no declared sparsity)."""
+        return self.nonzeros is None or len(self.nonzeros) == self.block_size
 
 
 @dataclass(frozen=True)

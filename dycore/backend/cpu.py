@@ -11,6 +11,7 @@ from dycore.assembly.gather import gather_blocks
 from dycore.assembly.loop_spec import ELEMENTS
 from dycore.backend.counters import Counters
 from dycore.backend.graphs import Graph
+from dycore.backend.streams import InlineBranch
 from dycore.backend.timers import WallMarker
 
 __all__ = ["CPUBackend", "CPUVectorOps", "HostCSR"]
@@ -133,6 +134,10 @@ class CPUBackend:
     def capture(self, issue):
         """Nothing to capture on the CPU: a :class:`Graph` whose replay calls ``issue()``."""
         return Graph(self, issue, capture=False)
+
+    def branch(self):
+        """One stream of work on the CPU: an :class:`InlineBranch` (issued in order)."""
+        return InlineBranch()
 
     # -- the assembler's protocol (dycore.assembly.assembler) ---------------------------------
     def zeros(self, shape, dtype=np.float64):

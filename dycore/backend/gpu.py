@@ -18,6 +18,7 @@ from dycore.assembly.assembler import Assembler
 from dycore.backend.gpu_kernels import get_kernels, grid
 from dycore.backend.gpu_ops import DeviceCSR, GPUVectorOps
 from dycore.backend.graphs import Graph
+from dycore.backend.streams import InlineBranch, SideStream
 from dycore.backend.counters import Counters
 from dycore.backend.timers import WallMarker
 from dycore.errors import BackendUnavailableError
@@ -167,6 +168,11 @@ class GPUBackend:
         ``graphs=False`` nothing is captured and a replay launches them from Python."""
         return Graph(self, issue, capture=self.graphs)
 
+    def branch(self):
+        """A :class:`~dycore.backend.streams.SideStream`: work issued beside this backend's
+        stream, forked and joined by events (captured as parallel graph branches)."""
+        return SideStream(self)
+
     def uncaptured(self, call) -> None:
         """Run ``call()`` (host code that issues GPU work on this stream but cannot be captured
         into a CUDA graph) now, or, while a :class:`Graph` is being captured, at this point of
@@ -259,6 +265,10 @@ class SimulatorBackend(GPUBackend):
 
     def synchronize(self) -> None:
         self.counters.syncs += 1
+
+    def branch(self):
+        """The simulator has one stream: an :class:`~dycore.backend.streams.InlineBranch`."""
+        return InlineBranch()
 
     def launch(self, kernel, griddim, *args):
         self.counters.launches += 1

@@ -148,9 +148,12 @@ def momentum_kernel(tets, coords, u_nl, u_old, buoy, p, sigma, u_ref0, u_ref1, u
                 cuda.atomic.add(rhs, nd * 3 + i2, rhs_e[i, i2])
             for j in range(4):
                 k = lookup[e, i, j]
-                for i2 in range(3):
-                    for i3 in range(3):
-                        cuda.atomic.add(values, k * 9 + i2 * 3 + i3, mat_e[i, j, i2, i3])
+                # block sparsity mat: 5 of 9 entries (Output.nonzeros)
+                cuda.atomic.add(values, k * 9, mat_e[i, j, 0, 0])
+                cuda.atomic.add(values, k * 9 + 1, mat_e[i, j, 0, 1])
+                cuda.atomic.add(values, k * 9 + 3, mat_e[i, j, 1, 0])
+                cuda.atomic.add(values, k * 9 + 4, mat_e[i, j, 1, 1])
+                cuda.atomic.add(values, k * 9 + 8, mat_e[i, j, 2, 2])
 
 
 def divergence_kernel(tets, coords, ele_mat, detj):

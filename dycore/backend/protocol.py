@@ -161,6 +161,11 @@ class Backend(Protocol):
         """Record the work ``issue()`` launches (a CUDA graph on a GPU; re-issued on each replay
         under the simulator, on the CPU and with ``graphs=False``)."""
 
+    def branch(self):
+        """A fork/join branch (:mod:`dycore.backend.streams`): ``issue(work)`` launches
+        ``work()`` beside the main stream (a second CUDA stream on a GPU, in order elsewhere),
+        ``join()`` makes the main stream wait for it."""
+
 
 @runtime_checkable
 class DeviceBackend(Backend, Protocol):

@@ -83,8 +83,13 @@ class DeviceSystems:
         diag = sparsity.diagonal_positions()
         self.momentum_solver = DeviceBiCGStab(la, self.n, 3, diag, cfg.momentum.preconditioner,
                                               cfg.momentum, self.ctl[_MOMENTUM], "momentum")
-        self.tracer_solver = DeviceBiCGStab(la, self.n, 1, diag, cfg.tracer.preconditioner,
-                                            cfg.tracer, self.ctl[_TRACER], "tracer")
+        #: the tracers' own workspace (its finishes' arrival ticket): the moisture tracers'
+        #: solves may run on a second stream beside the momentum solve (:mod:`dycore.backend.
+        #: streams`)
+        self.la_tracer = DeviceLinalg(backend, rb)
+        self.tracer_solver = DeviceBiCGStab(self.la_tracer, self.n, 1, diag,
+                                            cfg.tracer.preconditioner, cfg.tracer,
+                                            self.ctl[_TRACER], "tracer")
         self.stats_arr, self.stats = la.zeros(2 * len(SYSTEMS))
         #: verify every solve at once (one host sync each); after a verified step, solves are
         #: replayed unchecked and verified together by :meth:`end_step`

@@ -6,7 +6,9 @@ For each of ``nonlinear_iterations`` (stopping early when the iterate change < t
 2. reset                    every field but p restarts from its old value
 3. tracers                  (M + ΔtθL) δc = −L cⁿ + sources;  c = cⁿ + Δt δc
                             (θ' with source −w dθ̄/dz, w θ-weighted; q_v, q_c, q_r; a q zero
-                            everywhere with a zero reference stays zero and is skipped)
+                            everywhere with a zero reference stays zero and is skipped; the
+                            q's feed nothing in this iteration, so on a GPU they run on a
+                            second stream beside stage 4, joined before stage 5)
 4. momentum predictor       big_m δu = −L uⁿ + ∫N b ẑ + ∫N σ u_ref + Cᵀp;  u* = uⁿ + Δt δu
                             (b = g θ'/θ̄(z) θ-weighted between θ'ⁿ and the new θ'; with the
                             strong no-normal-flow condition the system is rotated to node-normal
@@ -76,6 +78,10 @@ class PicardStepper:
         self.skip_inactive_tracers = True
         self._inactive = None            # frozenset of skipped tracers, decided at the next step
         self._solved_before = None       # the tracers solved by the steps so far (None: none yet)
+        #: where the moisture tracers are issued: beside the momentum predictor on a second
+        #: stream on a GPU (:mod:`dycore.backend.streams`; the same bits), in order elsewhere
+        #: (an A/B switch: set an ``InlineBranch`` to issue them on the main stream)
+        self.branch = backend.branch()
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))
         self.scalars = self._work("scalars", (8,))
 
@@ -258,14 +264,17 @@ class PicardStepper:
             v.axpby(u_nl, relax, u_it, 1.0 - relax, u_old)
             v.advection_source(src, u_it, u_old, theta, c.dtheta_bar_dz)
         tp_new, mat = self.advance_tracer("theta_prime", u_nl, tp_old, src, c.zeros, c.kappa)
-        qmat = mat if share else None
-        for name in TRACERS:
-            if name in self._inactive:
-                continue
-            _, qmat = self.advance_tracer(name, u_nl, q_old[name], c.zeros, c.q_ref[name],
-                                          c.kappa_q, qmat)
+
+        def moisture():                 # reads u_nl, qⁿ and θ′'s matrix; nothing reads its
+            qmat = mat if share else None   # results before the next iteration
+            for name in TRACERS:
+                if name not in self._inactive:
+                    _, qmat = self.advance_tracer(name, u_nl, q_old[name], c.zeros,
+                                                  c.q_ref[name], c.kappa_q, qmat)
+        self.branch.issue(moisture)     # beside the momentum predictor (a second stream)
         v.axpby(tp_theta, theta, tp_new, 1.0 - theta, tp_old)
         u_star = self.momentum_predictor(u_nl, u_old, tp_theta, p)
+        self.branch.join()              # before the pressure solve (a graph split point)
         self.pressure_projection(u_star, p, u_new, p_new)
         v.max_abs_diff(u_new, u_it, self.scalars, self._CHANGE)
 

@@ -9,7 +9,7 @@ from fem_loops import FEM_CHECKS
 
 from dycore.assembly import codegen
 from dycore.assembly.loop_spec import (
-    ATOMIC, ELEMENTS, ElementLoop, Gather, Output, Result, Scratch,
+    ATOMIC, ELEMENTS, SEARCH, ElementLoop, Gather, Output, Result, Scratch,
 )
 
 
@@ -71,7 +71,13 @@ def test_generated_source_has_literal_local_shapes_and_flat_stores():
     gpu = codegen.render_gpu(ASSEMBLY)
     assert "cuda.local.array((11, 4), float64)" in gpu          # NGI written as a literal
     assert "ele_mat[e * 144 + i0 * 36 + i1 * 9 + i2 * 3 + i3]" in gpu   # momentum, flat
-    assert "cuda.atomic.add(values, k * 9 + i2 * 3 + i3, mat_e[i, j, i2, i3])" in gpu
+    # momentum: 5 of the 9 entries of each 3x3 block (Output.nonzeros), literal offsets
+    assert "cuda.atomic.add(values, k * 9, mat_e[i, j, 0, 0])" in gpu
+    assert "cuda.atomic.add(values, k * 9 + 8, mat_e[i, j, 2, 2])" in gpu
+    momentum = gpu.split("def momentum_kernel")[1].split("\ndef ")[0]
+    assert momentum.count("cuda.atomic.add(values") == 5
+    assert "mat_e[i, j, 0, 2]" not in momentum and "k * 9 + i2" not in momentum
+    assert "cuda.atomic.add(values, k, mat_e[i, j])" in gpu          # tracer: scalar blocks
     assert "k = csr_find_device(indptr, indices, nd, tets[e, j])" in gpu   # tracer SEARCH
     cpu = codegen.render_cpu(ASSEMBLY)
     assert "@njit(parallel=True, cache=True)" in cpu and "cuda" not in cpu
@@ -91,3 +97,54 @@ def test_contract_rejects_malformed_loops():
                        modes=(ATOMIC, ELEMENTS))
     assert loop.gpu_params() == ["tets", "g", "lookup", "mode", "v", "ele_v", "r"]
     assert loop.cpu_params() == ["tets", "g", "ele_v", "r"]
+
+
+def _sparse_loop(nonzeros, modes=(ATOMIC, ELEMENTS, SEARCH)):
+    return ElementLoop("x", "f", (Gather("g", (4,), "g"),
+                                  Output("m", (4, 4, 2, 3), "matrix", "ele_m", "vals",
+                                         nonzeros=nonzeros),
+                                  Output("v", (4, 2), "vector", "ele_v", "v",
+                                         nonzeros=((1,),))), modes=modes)
+
+
+def _table(loop):
+    from dycore.assembly.loop_spec import LoopTable
+    return LoopTable("t", "dycore.assembly.weak_forms", (loop,), "", "")
+
+
+def test_declared_block_sparsity_scatters_only_its_entries():
+    """ATOMIC and SEARCH add exactly the declared entries (row-major flat offsets in a (2,3)
+    block: (0,1) -> 1, (1,2) -> 5); ELEMENTS and the CPU driver still move the whole block."""
+    text = codegen.render_gpu(_table(_sparse_loop(((0, 1), (1, 2)))))
+    adds = [ln.strip() for ln in text.splitlines() if "cuda.atomic.add" in ln]
+    assert adds == ["cuda.atomic.add(v, nd * 2 + 1, v_e[i, 1])",
+                    "cuda.atomic.add(vals, k * 6 + 1, m_e[i, j, 0, 1])",
+                    "cuda.atomic.add(vals, k * 6 + 5, m_e[i, j, 1, 2])"]
+    assert "ele_m[e * 96 + i0 * 24 + i1 * 6 + i2 * 3 + i3] = m_e[i0, i1, i2, i3]" in text
+    assert "k = csr_find_device(indptr, indices, nd, tets[e, j])" in text
+    cpu = codegen.render_cpu(_table(_sparse_loop(((0, 1), (1, 2)))))
+    assert cpu == codegen.render_cpu(_table(_sparse_loop(None)))
+
+
+def test_full_declared_pattern_renders_as_no_pattern():
+    full = tuple((a, b) for a in range(2) for b in range(3))
+    loop = _sparse_loop(full)
+    assert loop.outputs[0].dense and not loop.outputs[1].dense
+    assert loop.outputs[0].scattered == full
+    dense = codegen.render_gpu(_table(loop))
+    assert dense == codegen.render_gpu(_table(_sparse_loop(None)))
+    assert "cuda.atomic.add(vals, k * 6 + i2 * 3 + i3, m_e[i, j, i2, i3])" in dense
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(shape=(4, 4), kind="matrix", nonzeros=((0,),)), "block"),
+    (dict(shape=(4, 4, 3), kind="element", nonzeros=((0,),)), "block"),
+    (dict(shape=(4, 4, 3, 3), kind="matrix", nonzeros=()), "empty"),
+    (dict(shape=(4, 4, 3, 3), kind="matrix", nonzeros=((0, 3),)), "not an index"),
+    (dict(shape=(4, 4, 3, 3), kind="matrix", nonzeros=((0, 0, 0),)), "not an index"),
+    (dict(shape=(4, 4, 3, 3), kind="matrix", nonzeros=((1, 1), (0, 0))), "row-major"),
+    (dict(shape=(4, 4, 3, 3), kind="matrix", nonzeros=((0, 0), (0, 0))), "row-major"),
+])
+def test_block_sparsity_rejects_bad_patterns(kw, match):
+    with pytest.raises(ValueError, match=match):
+        Output("mat", elements="ele_mat", **kw)
