@@ -181,6 +181,11 @@ class GpuRankSimulation(DistributedSimulation):
         del piece
         self.stepper = PicardStepper(b, assembler, self.local_ops, self.systems, self.coeffs,
                                      config.time, self.timers)
+        # the moisture tracers in order on the backend's stream, not on a side stream: the
+        # transport orders its messages on the stream it was made with, and the tracer solver
+        # (one for all tracers) is shared with θ′ (dycore.backend.streams)
+        from dycore.backend.streams import InlineBranch
+        self.stepper.branch = InlineBranch()
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = rp.n_local(1)
         self.last_diagnostics = {}
