@@ -71,6 +71,7 @@ from dycore.backend.gpu_kernels import grid
 from dycore.errors import SolverDivergedError
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS
+from dycore.parallel.device_replay import ReplayedSolve
 
 __all__ = ["DeviceRankPCG", "PRECONDITIONERS", "REDUCTIONS", "get_krylov_kernels",
            "solve_lockstep"]
@@ -226,7 +227,7 @@ class _SumReducer:
         return self.values[:self._n]
 
 
-class DeviceRankPCG:
+class DeviceRankPCG(ReplayedSolve):
     """CG on this GPU rank's owned rows of the pinned pressure matrix (module docstring).
 
     Parameters
@@ -427,49 +428,6 @@ class DeviceRankPCG:
             self.b.launch(self.k["cg_check"], (1, 1), ctl, nb(vals))
             self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 0)
 
-    def _budgeted(self, budget: int):
-        """The start and ``budget`` iterations: what the ``first`` graph holds."""
-        yield from self._start()
-        yield from self._iterations(budget)
-
-    def _read(self):
-        """The control array on the host (one device→host copy)."""
-        return np.asarray(self.b.to_host(self.ctl))
-
-    def _checked(self):
-        """The start, then ``check_every`` iterations between host reads of the verdict until
-        the solve has finished; returns the control array read last."""
-        yield from self._start()
-        while True:
-            yield from self._iterations(self.check_every)
-            host = self._read()
-            if host[DONE] != RUNNING:
-                return host
-
-    def _replayed(self):
-        """Replay ``first`` (start + budget iterations), read the verdict once, replay ``more``
-        (``check_every`` iterations) while it is still running; returns the control array."""
-        yield from self._first.run()
-        host = self._read()
-        while host[DONE] == RUNNING:
-            yield from self._more.run()
-            host = self._read()
-        return host
-
-    def _learn(self, its: int):
-        """Agree on the budget (the max over ranks of ``its``: one all-reduce) and capture
-        ``first`` with it (and ``more``, once)."""
-        cnt = self.b.to_device(np.array([float(its)]))
-        self.t.allreduce(cnt, "max")
-        yield
-        its = int(np.asarray(self.b.to_host(cnt))[0])
-        budget = int(min(self.maxiter, math.ceil(1.2 * max(its, 1)) + 2))
-        self._first = _Replayable(self, lambda: self._budgeted(budget))
-        if self._more is None:
-            chunk = self.check_every
-            self._more = _Replayable(self, lambda: self._iterations(chunk))
-        self.budget = budget
-
     def steps(self, b):
         """The solve of A x = b as a generator that yields after every post of a message
         (halo exchange, all-reduce); exhausted when the solve has finished.
@@ -503,14 +461,8 @@ class DeviceRankPCG:
                              f"expected ({self.n_owned},)")
         if b is not self.rhs:
             self.rhs[...] = self.b.as_device(b, np.float64)
-        self.replayed = bool(self.graphs and self._first is not None)
-        if self.replayed:
-            host = yield from self._replayed()
-        else:
-            host = yield from self._checked()
-        self.iterations = its = int(host[ITS])
-        if self.graphs and host[DONE] == CONVERGED and (not self.replayed or its > self.budget):
-            yield from self._learn(its)
+        host = yield from self._solve_steps()
+        its = self.iterations
         if host[DONE] != CONVERGED:
             why = {LIMIT: "iteration limit reached", BREAKDOWN: "non-finite residual"}.get(
                 float(host[DONE]), "not finished")
@@ -531,32 +483,6 @@ class DeviceRankPCG:
         for _ in self.steps(b):
             pass
         return self.x, self.iterations
-
-
-class _Replayable:
-    """Work of a :class:`DeviceRankPCG` given as a generator function ``body`` (yielding after
-    each post of a message), replayed by :meth:`run`: a captured graph
-    (``backend.capture``: a CUDA graph on a GPU, re-issued under the simulator) when the
-    solver's transport is capturable, else ``body`` re-issued with its yields (K loopback
-    ranks in lock step)."""
-
-    def __init__(self, solver, body):
-        self.body = body
-        self.graph = None
-        if solver.capture:
-            self.graph = solver.b.capture(lambda: _drain(body()))
-
-    def run(self):
-        """Replay the work (a generator: yields only when re-issued without a graph)."""
-        if self.graph is None:
-            yield from self.body()
-        else:
-            self.graph.replay()
-
-
-def _drain(gen) -> None:
-    for _ in gen:
-        pass
 
 
 def solve_lockstep(solvers, rhs) -> list:

@@ -22,12 +22,16 @@ Keep NVLink multicast off (``NCCL_NVLS_ENABLE=0``) on machines that have it.
 :class:`LoopbackWorld` connects K "ranks" inside one process (tests under the simulator): a post
 copies the sends into mailboxes, ``complete`` copies the mailboxes into the receives, so the
 ranks of a test post first and complete after, as real ranks would overlap.
+
+:class:`MpiStagedTransport` is the transport of GPU ranks without NCCL (numba-cuda's
+simulator in CI, or a machine whose CuPy lacks NCCL): every message and reduction is copied to
+the host and moved with mpi4py, so ``mpiexec -n K`` runs the GPU-rank code path anywhere.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LoopbackWorld", "NcclTransport"]
+__all__ = ["LoopbackWorld", "MpiStagedTransport", "NcclTransport"]
 
 
 class NcclTransport:
@@ -52,7 +56,7 @@ class NcclTransport:
         self.nccl = nccl
         self.rank, self.size, self.stream = int(rank), int(size), stream
         self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
-        self.bytes_sent = 0
+        self.bytes_sent = self.posts = 0
 
     @classmethod
     def from_mpi(cls, comm, stream) -> "NcclTransport":
@@ -68,6 +72,7 @@ class NcclTransport:
 
     def post(self, sends, recvs) -> None:
         n, s = self.nccl, self.stream.ptr
+        self.posts += 1
         n.groupStart()
         try:
             for peer, a in sends:
@@ -147,3 +152,95 @@ class _Loopback:
         for arr in arrays:
             arr[...] = total
         pending.clear()
+
+
+#: MPI tag of the staged halo messages
+_STAGED_TAG = 2121
+
+
+def _host(a) -> np.ndarray:
+    """A host copy of a backend array (CuPy: a device→host copy on the current stream, which
+    waits for the kernels before it; NumPy under the simulator: a copy)."""
+    if isinstance(a, np.ndarray):
+        return np.array(a, copy=True)
+    return a.get()
+
+
+def _store(a, host: np.ndarray) -> None:
+    """Write ``host`` into the backend array ``a`` (same shape; a contiguous slice of a
+    buffer on a GPU)."""
+    if isinstance(a, np.ndarray):
+        a[...] = host
+    else:
+        a.set(host)
+
+
+class MpiStagedTransport:
+    """The transport interface over mpi4py, staged through host memory (no NCCL).
+
+    Parameters
+    ----------
+    comm : mpi4py communicator (its ranks are the GPU ranks)
+
+    ``post`` copies each send buffer to the host and posts ``Isend`` / ``Irecv`` (one message
+    per peer and direction, tag 2121, matched in order as MPI does not overtake); ``complete``
+    waits for them and copies the received values into the device buffers; ``allreduce`` is a
+    host ``Allreduce`` (``MPI.SUM`` of float64 / int64 — integer sums are exact, so the exact
+    reducer's parts are the same integers as over NCCL — or ``MPI.MAX``). Each operation
+    synchronises the host with the device, so nothing can be captured into a CUDA graph
+    (:attr:`capturable` False). Used by the simulator tests (``mpiexec -n 2`` under
+    ``NUMBA_ENABLE_CUDASIM=1``) and where NCCL is missing.
+
+    Attributes
+    ----------
+    bytes_sent : int — halo bytes this rank sent; posts : int — exchanges posted; seconds :
+        float — host time spent in ``post`` + ``complete``; allreduce_bytes : int — payload of
+        its all-reduces
+    """
+
+    capturable = False
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.rank, self.size = int(comm.rank), int(comm.size)
+        self.bytes_sent = self.allreduce_bytes = self.posts = 0
+        self.seconds = 0.0
+        self._reqs, self._recvs, self._keep = [], [], []
+
+    def post(self, sends, recvs) -> None:
+        import time
+        t0 = time.perf_counter()
+        if self._reqs:
+            raise RuntimeError("staged MPI transport: post() called twice without complete()")
+        reqs, self._recvs, self._keep = [], [], []
+        self.posts += 1
+        for peer, a in recvs:
+            h = np.empty(a.shape, np.dtype(a.dtype))
+            reqs.append(self.comm.Irecv(h, source=int(peer), tag=_STAGED_TAG))
+            self._recvs.append((a, h))
+        for peer, a in sends:
+            h = _host(a)
+            self._keep.append(h)                    # alive until the send completes
+            reqs.append(self.comm.Isend(h, dest=int(peer), tag=_STAGED_TAG))
+            self.bytes_sent += h.nbytes
+        self._reqs = reqs
+        self.seconds += time.perf_counter() - t0
+
+    def complete(self) -> None:
+        import time
+
+        from mpi4py import MPI
+        t0 = time.perf_counter()
+        MPI.Request.Waitall(self._reqs)
+        for a, h in self._recvs:
+            _store(a, h)
+        self._reqs, self._recvs, self._keep = [], [], []
+        self.seconds += time.perf_counter() - t0
+
+    def allreduce(self, a, op: str = "sum") -> None:
+        from mpi4py import MPI
+        h = _host(a)
+        out = np.empty_like(h)
+        self.comm.Allreduce(h, out, op={"sum": MPI.SUM, "max": MPI.MAX}[op])
+        self.allreduce_bytes += h.nbytes
+        _store(a, out)

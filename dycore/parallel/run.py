@@ -1,8 +1,10 @@
-"""``mpiexec -n K dycore run CONFIG``: a run decomposed over K CPU ranks, one output file.
+"""``mpiexec -n K dycore run CONFIG``: a run decomposed over K CPU or GPU ranks, one output file.
 
 :func:`~dycore.parallel.launch.launched_ranks` tells from the launcher's environment (no MPI
 import) whether this process was started by ``mpiexec``; the CLI then calls :func:`run_distributed` on every rank.
-Each step runs on all ranks (:class:`~dycore.parallel.simulation.DistributedSimulation`);
+Each step runs on all ranks (:class:`~dycore.parallel.simulation.DistributedSimulation`; with
+``backend.name: gpu`` and ``solver_mode: device`` one GPU per rank,
+:class:`~dycore.parallel.gpu_simulation.GpuRankSimulation`);
 snapshots, checkpoints and diagnostics are gathered to rank 0, which alone writes the same
 netCDF file a serial run writes (:class:`~dycore.io.netcdf.SnapshotWriter`; parallel netCDF is
 not used) and alone shows progress.
@@ -93,9 +95,10 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     root = comm.rank == 0
     wall0 = time.perf_counter()
     path = Path(config.output_path)
-    if config.backend.name == "gpu":
-        raise ConfigError("backend.name: gpu is not available in MPI runs yet (CPU ranks "
-                          "only; docs/architecture.md, 'Scaling out', describes the GPU design)")
+    gpu = config.backend.name == "gpu"
+    if gpu and config.backend.solver_mode != "device":
+        raise ConfigError("backend.name: gpu in MPI runs needs backend.solver_mode: device "
+                          "(GPU ranks solve on the device; pass --solver-mode device)")
     point, k0 = None, 0
     if restart is not None:                                    # every rank reads the file
         from dycore.io.restart import find_restart
@@ -113,7 +116,12 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     check_before_build(config, path, overwrite=overwrite)      # same verdict on every rank
     if root and overwrite and point is None:
         checkpoint_path(path).unlink(missing_ok=True)
-    sim = DistributedSimulation(config, comm, reduction=reduction)
+    if gpu:                         # one GPU per rank (docs/parallel.md, "GPU ranks")
+        from dycore.parallel.gpu_simulation import GpuRankSimulation
+        sim = GpuRankSimulation(config, comm, reduction=reduction)
+    else:
+        sim = DistributedSimulation(config, comm, reduction=reduction)
+    kind = "gpu" if gpu else "cpu"
     if point is not None:
         sim.check_restart_mesh(point)             # on rank 0, raised on every rank
         sim.load_fields(point.fields, point.t)
@@ -124,8 +132,9 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     tc, oc = config.time, config.output
     n_steps = tc.n_steps if max_steps is None else min(tc.n_steps, k0 + max_steps)
     if root:
-        log.info("backend: cpu, %d MPI ranks (%s reduction); halo of rank 0: %d values",
-                 comm.size, reduction, sim.halo_values_per_exchange)
+        log.info("backend: %s, %d MPI ranks (%s reduction); halo of rank 0: %d values",
+                 sim.describe() if gpu else "cpu", comm.size, reduction,
+                 sim.halo_values_per_exchange)
         gm = [name for name in ("momentum", "tracer")
               if getattr(config.solvers, name).method == "gmres"]
         if gm:
@@ -133,6 +142,9 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
                      "/".join(gm))
     from dycore.parallel.halo import HaloExchange
     before = dict(HaloExchange.totals)
+    if gpu:
+        t = sim.transport
+        before_gpu = (t.bytes_sent, t.posts, getattr(t, "seconds", 0.0))
     writer = NoWriter()
     with abort_on_error(comm):
         if root:
@@ -165,13 +177,17 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
             with contextlib.suppress(Exception):
                 k = k0 + int(round((sim.state.t - t_start) / tc.dt))
                 table = sim.timers.table(
-                    f"stage timers of rank 0 (cpu, {comm.size} MPI ranks, {sim.mesh.nele} "
+                    f"stage timers of rank 0 ({kind}, {comm.size} MPI ranks, {sim.mesh.nele} "
                     f"tetrahedra, {sim.mesh.nnodes} nodes, {k - k0} steps)")
                 writer.write_timers(sim.timers.as_dict(), table)
             writer.close()
     diag = sim.last_diagnostics
     k = k0 + int(round((sim.state.t - t_start) / tc.dt))
     halo = {key: HaloExchange.totals[key] - before[key] for key in before}
+    if gpu:                          # the device halo's bytes, counted by the transport
+        t = sim.transport
+        halo = {"bytes": t.bytes_sent - before_gpu[0], "exchanges": t.posts - before_gpu[1],
+                "seconds": getattr(t, "seconds", 0.0) - before_gpu[2]}
     halo = comm.gather(halo, root=0)
     if not root:
         return None
@@ -182,4 +198,4 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
              sum(h["seconds"] for h in halo) / len(halo) / steps)
     return RunSummary(output_path=path, steps=n_steps - k0, t=sim.state.t,
                       wall_time=time.perf_counter() - wall0, timers_table=table,
-                      last_diagnostics=diag, backend=f"cpu, {comm.size} MPI ranks")
+                      last_diagnostics=diag, backend=f"{kind}, {comm.size} MPI ranks")

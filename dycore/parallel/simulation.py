@@ -130,20 +130,8 @@ class DistributedSimulation:
         from dycore.timestepping.picard import PicardStepper
         self.config, self.comm = config, comm
         backend = CPUBackend(threads=config.backend.threads)       # CPU ranks
-        serial, part, piece, pressure_global, self.mesh = None, None, None, None, None
-        if comm.rank == 0:
-            serial, part, piece = self._scatter_setup(config, comm, backend)
-        else:
-            piece = comm.recv(source=0, tag=_SETUP_TAG)
-        if isinstance(piece, DycoreError):           # raised on rank 0: the same on every rank
-            raise piece
-        if serial is not None:       # rank 0 keeps the global mesh (output), the pressure
-            self.mesh, pressure_global = serial.mesh, serial.ops.pressure_host   # matrix (AMG)
-            del serial                                # and frees the rest before the AMG set-up
-            gc.collect()
-        rp = self.rp = piece["rp"]
-        self.nnodes = piece["nnodes"]
-        self.part = part                            # rank 0 only (None elsewhere)
+        piece, pressure_global = self._receive(config, comm, backend)
+        rp, part = self.rp, self.part
         l2g = rp.l2g
         n_loc, n1 = l2g.size, rp.n_local(1)
         self.timers = StageTimers()
@@ -168,6 +156,28 @@ class DistributedSimulation:
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = n1
         self.last_diagnostics = {}        # of the last step taken
+
+    def _receive(self, config, comm, backend):
+        """Rank 0 builds the serial set-up with ``backend`` (a CPU backend) and scatters it
+        (:meth:`_scatter_setup`); every rank receives its piece. Sets :attr:`mesh` and
+        :attr:`part` (rank 0; None elsewhere), :attr:`rp` and :attr:`nnodes`; returns (piece,
+        the global pinned pressure matrix on rank 0 — None elsewhere). Raises the DycoreError
+        of a failed build on every rank."""
+        serial, part, piece, pressure_global, self.mesh = None, None, None, None, None
+        if comm.rank == 0:
+            serial, part, piece = self._scatter_setup(config, comm, backend)
+        else:
+            piece = comm.recv(source=0, tag=_SETUP_TAG)
+        if isinstance(piece, DycoreError):           # raised on rank 0: the same on every rank
+            raise piece
+        if serial is not None:       # rank 0 keeps the global mesh (output), the pressure
+            self.mesh, pressure_global = serial.mesh, serial.ops.pressure_host   # matrix (AMG)
+            del serial                                # and frees the rest before the AMG set-up
+            gc.collect()
+        self.rp = piece["rp"]
+        self.nnodes = piece["nnodes"]
+        self.part = part                            # rank 0 only (None elsewhere)
+        return piece, pressure_global
 
     @staticmethod
     def _scatter_setup(config, comm, backend):
@@ -241,14 +251,23 @@ class DistributedSimulation:
         if bad:
             raise ValueError(f"load_fields: field(s) {', '.join(bad)} do not have shape "
                              f"({self.nnodes},)")
-        g = self.rp.l2g
-        self.state.u[...] = np.column_stack([fields["u"], fields["v"], fields["w"]])[g]
-        self.state.p[...] = np.asarray(fields["p"], float)[g]
-        self.state.theta_prime[...] = np.asarray(fields["theta_prime"], float)[g]
+        g, put = self.rp.l2g, self._put
+        put(self.state.u, np.column_stack([fields["u"], fields["v"], fields["w"]])[g])
+        put(self.state.p, np.asarray(fields["p"], float)[g])
+        put(self.state.theta_prime, np.asarray(fields["theta_prime"], float)[g])
         for k in TRACERS:
-            self.state.q[k][...] = np.asarray(fields[k], float)[g]
+            put(self.state.q[k], np.asarray(fields[k], float)[g])
         self.state.t = float(t)
         self.stepper.state_changed()          # which tracers are zero: decided anew
+
+    @staticmethod
+    def _put(dst, host) -> None:
+        """dst[...] = host (a state array of this rank; host arrays on CPU ranks)."""
+        dst[...] = host
+
+    def _owned_host(self, a):
+        """The owned rows of a local state array as a host array."""
+        return a[:self.rp.n_owned]
 
     def step(self) -> dict:
         """One time step on every rank (collective); returns its diagnostics (same on all)."""
@@ -273,11 +292,11 @@ class DistributedSimulation:
     def gather_fields(self) -> dict | None:
         """{name: (nnodes,) array} of every output field on rank 0 (None on the others): one
         ``gather_to_root`` of the (n_owned, 8) block of owned values (one message per rank)."""
-        o = self.rp.n_owned
-        u = self.state.u[:o]
-        local = {"u": u[:, 0], "v": u[:, 1], "w": u[:, 2], "p": self.state.p[:o],
-                 "theta_prime": self.state.theta_prime[:o]}
-        local.update({k: self.state.q[k][:o] for k in TRACERS})
+        own = self._owned_host
+        u = own(self.state.u)
+        local = {"u": u[:, 0], "v": u[:, 1], "w": u[:, 2], "p": own(self.state.p),
+                 "theta_prime": own(self.state.theta_prime)}
+        local.update({k: own(self.state.q[k]) for k in TRACERS})
         block = gather_to_root(self.comm, self.rp.owned, np.column_stack(list(local.values())),
                                self.nnodes)
         if block is None:

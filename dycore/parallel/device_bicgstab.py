@@ -1,0 +1,290 @@
+"""BiCGStab for the momentum (BCSR 3×3) and tracer (CSR) systems on GPU ranks.
+
+The device twin of :func:`dycore.parallel.krylov.bicgstab` over a system's owned rows, as
+:class:`~dycore.parallel.device_krylov.DeviceRankPCG` is the twin of its ``cg``. It is the
+serial device solver's iteration (:class:`dycore.solvers.krylov.DeviceBiCGStab`) made of the
+SAME kernels (:mod:`dycore.backend.solver_kernels`: ``init_residual``, ``block_inverse``,
+``bi_update_p``, ``bi_update_s``, ``update_xr``, the block-CSR SpMV and the solver's scalar
+recurrences ``OP_*`` of ``finish``) with its dot products taken across the ranks:
+
+- each dot-producing kernel runs with ``op = -1`` (its block partials are written and not
+  finished); the global dot products come from the rank reducer of DeviceRankPCG
+  (``"exact"``: :class:`~dycore.parallel.device_reduce.DeviceExactReducer`, correctly
+  rounded, the same bits on any rank count; ``"sum"``: per-rank partials + an all-reduce sum)
+  and a one-thread kernel applies the serial solver's own recurrence (``_scalar_op``) to the
+  control array (α, ω, β, ρ, the tolerance, the verdict), on the device;
+- p̂ and ŝ are local vectors (owned + the ghosts of the pattern's plan, depth 1) whose ghosts
+  :class:`~dycore.parallel.device_halo.DeviceHaloExchange` fills before each product;
+- the matrix is the owned rows of the local assembly in GLOBAL column order
+  (:func:`~dycore.parallel.partition.owned_row_order`), summed one thread per row from 0.0
+  (``g = 1``, SciPy's order), so every owned entry of A x is the serial product's bits.
+
+Per iteration: two halo exchanges (p̂, ŝ) and four reductions (r̂·v; s·s; t·s with t·t;
+r·r with r̂·r). Stopping test ‖r‖² ≤ max(rtol²·‖b‖², atol²) (the serial device solver's, in
+squares). With the exact reduction, deterministic assembly and ``g = 1`` every operation on an
+owned entry is independent of the partition, so 1, 2 and 4 GPU ranks give the same bits.
+
+Solves are replayed as DeviceRankPCG's are (:mod:`dycore.parallel.device_replay`): the first
+converged solve is issued from Python with a host read of the control array every
+``check_every`` iterations; it learns the iteration count, the ranks agree on a budget (+20 %
+and 2) and later solves replay ``first`` (start + budget iterations: kernels, halo exchanges
+and all-reduces) with one host read, then ``more`` while unfinished. With NCCL the replay is a
+CUDA graph per rank; with the staged MPI transport or K loopback ranks (not capturable) the
+same work is re-issued from Python in the same order, which gives the same bits. Iterations
+past convergence are no-ops (their exchanges and reductions still run). The generator form
+(:meth:`steps` yields after each post) lets K loopback ranks run in lock step
+(:func:`~dycore.parallel.device_krylov.solve_lockstep`).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from dycore.backend import solver_kernels as K
+from dycore.errors import SolverDivergedError
+from dycore.parallel.device_halo import DeviceHaloExchange
+from dycore.parallel.device_replay import ReplayedSolve
+
+__all__ = ["DeviceRankBiCGStab", "rank_reducer"]
+
+KINDS = {"none": 0, "jacobi": 1, "block_jacobi": 2}
+
+_CACHE: dict = {}
+
+
+def _scalar_kernel(strict: bool):
+    """``rank_scalar_op(vals, op, ctl)``: one thread applies the serial solvers' recurrence
+    ``op`` (:func:`dycore.backend.solver_kernels._scalar_op`, the same device function) to the
+    control array with the reduced values vals[0], vals[1] — what ``finish`` does after summing
+    its partials, without the block's tree (the values are already global). Like ``finish``
+    it does nothing once the solve has finished (except for OP_INIT / OP_STORE)."""
+    if strict not in _CACHE:
+        from dycore.backend.gpu_kernels import kernel_compiler
+        scalar_op = cuda.jit(device=True)(K._scalar_op)
+        op_init, op_store, done = K.OP_INIT, K.OP_STORE, K.DONE
+
+        def rank_scalar_op(vals, op, ctl):
+            if cuda.grid(1) != 0:
+                return
+            if op != op_init and op != op_store and ctl[done] != 0.0:
+                return
+            scalar_op(ctl, op, vals[0], vals[1], 0)
+        _CACHE[strict] = kernel_compiler(strict)(rank_scalar_op)
+    return _CACHE[strict]
+
+
+def rank_reducer(backend, transport, reduction: str, max_dots: int, exact_blocks: int = 264,
+                 exact_threads: int | None = None, sum_blocks: int = 64,
+                 sum_threads: int | None = None):
+    """The dot-product reducer of GPU ranks (shared by the rank BiCGStab and the step's
+    reductions): ``"exact"`` — :class:`~dycore.parallel.device_reduce.DeviceExactReducer`;
+    ``"sum"`` — DeviceRankPCG's per-rank tree + all-reduce sum. Both have ``post_dots(*pairs)``
+    and ``finish_on_device()`` and hold their results in ``values`` ((max_dots,) device array).
+
+    Raises
+    ------
+    ValueError for another ``reduction`` or a ``sum_threads`` that is not a power of two.
+    """
+    from dycore.parallel.device_kernels import EXACT_BLOCK
+    from dycore.parallel.device_krylov import DOT_BLOCK, _SumReducer, get_krylov_kernels
+    from dycore.parallel.device_reduce import DeviceExactReducer
+    if reduction == "exact":
+        return DeviceExactReducer(backend, transport, max_dots, exact_blocks,
+                                  exact_threads or EXACT_BLOCK)
+    if reduction != "sum":
+        raise ValueError(f"GPU-rank reduction must be 'exact' or 'sum', got {reduction!r}")
+    rb = int(sum_threads or min(DOT_BLOCK, backend.solver_block))
+    if rb < 1 or rb & (rb - 1):
+        raise ValueError(f"GPU-rank reduction: sum_threads {rb} is not a power of two")
+    kernels = dict(get_krylov_kernels(getattr(backend, "strict", False), rb), rb=rb)
+    return _SumReducer(backend, transport, kernels, backend.nb, max_dots, sum_blocks)
+
+
+class DeviceRankBiCGStab(ReplayedSolve):
+    """Right-preconditioned BiCGStab on this GPU rank's owned rows (module docstring).
+
+    Parameters
+    ----------
+    backend : GPUBackend (or its simulator); transport : NcclTransport, MpiStagedTransport or
+        a loopback transport (:mod:`dycore.parallel.nccl`)
+    plan : HaloPlan covering the pattern's columns (``rp.plan(1)`` for the first-order pattern)
+    indptr : (n_owned+1,) int; indices : (nnzb,) int local column ids (< plan.n_local), global
+        column order within a row (:func:`~dycore.parallel.partition.extract_rows`)
+    bs : 1 (tracer CSR) or 3 (momentum BCSR 3×3)
+    preconditioner : "block_jacobi", "jacobi" or "none" (pointwise: the 3×3 diagonal-block
+        inverses, or 1/diagonal, computed on the device at the start of each solve)
+    rtol, atol, maxiter : stop when ‖r‖₂ ≤ max(rtol·‖b‖₂, atol); at most ``maxiter`` iterations
+    reduction : "exact" | "sum" (:func:`rank_reducer`); reducer_options : its launch shape
+    check_every : iterations issued between two host reads of the verdict
+    block : threads per block of the vector and SpMV kernels (None: ``backend.solver_block``)
+    graphs : replay later solves from graphs of a learnt iteration budget (as DeviceRankPCG;
+        :mod:`dycore.parallel.device_replay`); False: every solve issued from Python and
+        checked every ``check_every`` iterations. A plain attribute.
+    name : the system's name in error messages
+
+    Attributes
+    ----------
+    values : (nnzb,) or (nnzb,3,3) float64 backend array — the owned rows' values the solve
+        reads (:meth:`load` fills it); x : (n_owned·bs,) backend array — the last solution;
+    rhs : (n_owned·bs,) backend array — the right-hand side the solve (and its graphs) read;
+    iterations : int (last solve); n_owned, n_local : int; halo : DeviceHaloExchange;
+    graphs, capture, budget, replayed : as :class:`~dycore.parallel.device_krylov.DeviceRankPCG`
+
+    Raises
+    ------
+    ValueError for an unknown preconditioner, a block size other than 1 or 3, or an owned row
+    without its diagonal entry.
+    """
+
+    def __init__(self, backend, transport, plan, indptr, indices, bs: int, preconditioner: str,
+                 rtol: float = 1e-8, atol: float = 0.0, maxiter: int = 1000,
+                 reduction: str = "exact", reducer_options: dict | None = None,
+                 check_every: int = 8, block: int | None = None, graphs: bool = True,
+                 name: str = "momentum"):
+        from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix
+        if preconditioner not in KINDS:
+            raise ValueError(f"GPU-rank BiCGStab ({name}): preconditioner must be one of "
+                             f"{tuple(KINDS)}, got {preconditioner!r}")
+        if bs not in (1, 3):
+            raise ValueError(f"GPU-rank BiCGStab ({name}): block size {bs}, expected 1 or 3")
+        indptr, indices = np.asarray(indptr, np.int64), np.asarray(indices, np.int64)
+        n, nl = indptr.size - 1, int(plan.n_local)
+        rows = np.repeat(np.arange(n), np.diff(indptr))
+        diag = np.flatnonzero(indices == rows)
+        if diag.size != n:
+            raise ValueError(f"GPU-rank BiCGStab ({name}): an owned row has no diagonal entry")
+        self.b, self.t, self.plan, self.bs, self.name = backend, transport, plan, int(bs), name
+        self.kind, self.reduction = KINDS[preconditioner], reduction
+        self.n_owned, self.n_local = n, nl
+        self.check_every = max(1, int(check_every))
+        la = self.la = DeviceLinalg(backend, int(block or backend.solver_block), max_group=1)
+        shape = (indices.size,) if bs == 1 else (indices.size, 3, 3)
+        self.values = backend.zeros(shape)
+        self.a = DeviceMatrix(la, indptr.astype(np.int32), indices.astype(np.int32),
+                              self.values, self.bs, 1)
+        self.diag_pos = la.nb(backend.to_device(diag.astype(np.int32)))
+        host = np.zeros(K.NCTL)
+        host[K.RTOL2], host[K.ATOL2], host[K.MAXIT] = rtol * rtol, atol * atol, maxiter
+        self.ctl = backend.to_device(host)
+        self._ctl = la.nb(self.ctl)
+        z = backend.zeros
+        m = n * self.bs
+        self.x, self.rhs = z(m), z(m)
+        self.r, self.rhat, self.p, self.v, self.tv = z(m), z(m), z(m), z(m), z(m)
+        lshape = (nl,) if bs == 1 else (nl, 3)
+        self.phat, self.shat = z(lshape), z(lshape)          # local vectors: ghosts filled
+        self.minv = z(n * self.bs * self.bs)
+        self.partial = z((la.nblocks(m), 2))                 # the kernels' unfinished partials
+        self.halo = DeviceHaloExchange(backend, transport, plan, self.bs)
+        self.red = rank_reducer(backend, transport, reduction, 2, **(reducer_options or {}))
+        self.scalar_op = _scalar_kernel(bool(getattr(backend, "strict", False)))
+        self.maxiter = int(maxiter)
+        self.iterations = 0
+        self.graphs = bool(graphs)
+        self.capture = bool(getattr(transport, "capturable", False))
+        self._first = self._more = None
+        self.budget, self.replayed = 0, False
+        self._views: dict = {}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _nb(self, a):
+        """The numba view of a backend array (made once per memory range)."""
+        key = ((a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr),
+               a.shape)
+        hit = self._views.get(key)
+        if hit is None:
+            hit = self._views[key] = (a, self.b.nb(a))
+        return hit[1]
+
+    def _flat_owned(self, a):
+        return a.reshape(-1)[:self.n_owned * self.bs]
+
+    def _reduce(self, op, *pairs):
+        """Post the global dots of ``pairs`` (yields once, after the all-reduce's post), then
+        apply the recurrence ``op`` to the control array on the device (one thread:
+        :func:`_scalar_kernel`)."""
+        self.red.post_dots(*pairs)
+        yield
+        self.red.finish_on_device()
+        self.b.launch(self.scalar_op, (1, 1), self._nb(self.red.values), op, self._ctl)
+
+    def _exchange(self, local):
+        self.halo.begin(local)
+        yield
+        self.halo.end(local)
+
+    def load(self, values, perm) -> None:
+        """values[perm] -> :attr:`values` (the owned rows in global column order).
+
+        values : (nnz_local,) or (nnz_local,3,3) float64 backend array of the local assembly;
+        perm : (nnzb,) int64 backend array (:func:`~dycore.parallel.partition.owned_row_order`)
+        """
+        self.b.xp.take(values, perm, axis=0, out=self.values)
+
+    # -- the solve ---------------------------------------------------------------------------
+    def _start(self):
+        """x = 0, r = r̂ = b (b in :attr:`rhs`), tol from the global ‖b‖², the block inverses."""
+        la, k, nb = self.la, self.la.k, self._nb
+        m = self.n_owned * self.bs
+        la.launch(k.init_residual, m, nb(self.rhs), nb(self.x), nb(self.r), nb(self.rhat), 1,
+                  nb(self.partial), -1, self._ctl, la.ticket)
+        yield from self._reduce(K.OP_INIT, (self.r, self.r))
+        la.launch(k.block_inverse, self.n_owned, self.a.data, self.diag_pos, self.bs,
+                  self.kind, nb(self.minv))
+
+    def _iterations(self, count: int):
+        """``count`` BiCGStab iterations (no-ops once the control array says finished)."""
+        for _ in range(count):
+            yield from self._iteration()
+
+    def _iteration(self):
+        la, k, nb, ctl, bs = self.la, self.la.k, self._nb, self._ctl, self.bs
+        n, m = self.n_owned, self.n_owned * self.bs
+        phat, shat = self._flat_owned(self.phat), self._flat_owned(self.shat)
+        part = nb(self.partial)
+        la.launch(k.bi_update_p, n, nb(self.r), nb(self.p), nb(self.v), nb(self.minv), bs,
+                  nb(phat), ctl)
+        yield from self._exchange(self.phat)
+        la.spmv(self.a, nb(self.phat.reshape(-1)), nb(self.v), ctl=ctl)
+        yield from self._reduce(K.OP_BI_ALPHA, (self.rhat, self.v))
+        la.launch(k.bi_update_s, n, nb(self.r), nb(self.v), nb(self.x), nb(phat),
+                  nb(self.minv), bs, nb(shat), part, -1, ctl, la.ticket)
+        yield from self._reduce(K.OP_BI_S, (self.r, self.r))            # s·s (s is in r)
+        yield from self._exchange(self.shat)
+        la.spmv(self.a, nb(self.shat.reshape(-1)), nb(self.tv), ctl=ctl)
+        yield from self._reduce(K.OP_BI_OMEGA, (self.tv, self.r), (self.tv, self.tv))
+        la.launch(k.update_xr, m, nb(self.x), nb(self.r), nb(shat), nb(self.tv), K.OMEGA,
+                  nb(self.rhat), 1, part, -1, ctl, la.ticket)
+        yield from self._reduce(K.OP_BI_R, (self.r, self.r), (self.rhat, self.r))
+
+    def steps(self, rhs):
+        """The solve of A x = rhs (A: :attr:`values`) as a generator that yields after every
+        post of a message; the solution is :attr:`x`, the count :attr:`iterations`.
+
+        rhs : (n_owned·bs,) float64 backend array (this rank's owned entries, flat)
+
+        Raises
+        ------
+        ValueError for a right-hand side of the wrong size; SolverDivergedError (the same on
+        every rank) when the solve stops unconverged or breaks down.
+        """
+        if tuple(rhs.shape) != (self.n_owned * self.bs,):
+            raise ValueError(f"GPU-rank BiCGStab ({self.name}): right-hand side of shape "
+                             f"{tuple(rhs.shape)}, expected ({self.n_owned * self.bs},)")
+        if rhs is not self.rhs:
+            self.rhs[...] = rhs
+        host = yield from self._solve_steps()
+        its = self.iterations
+        if host[K.DONE] != K.CONVERGED:
+            why = {K.LIMIT: "iteration limit reached", K.BREAKDOWN: "breakdown or non-finite "
+                   "residual"}.get(float(host[K.DONE]), "not finished")
+            raise SolverDivergedError(
+                f"{self.name} solve (GPU-rank BiCGStab, {self.reduction} dots) did not "
+                f"converge: {why} after {its} iterations (max {self.maxiter})")
+
+    def solve(self, rhs):
+        """Solve A x = rhs on this rank (every rank calls it); returns (x, iterations): x the
+        solver's own (n_owned·bs,) array, overwritten by the next solve."""
+        for _ in self.steps(rhs):
+            pass
+        return self.x, self.iterations

@@ -1,0 +1,202 @@
+"""What the serial Picard stepper needs on a GPU rank: vector operations with rank-combined
+reductions and the three linear systems solved across GPU ranks.
+
+- :class:`DeviceRankVectorOps`: the GPU backend's vector operations
+  (:class:`~dycore.backend.gpu_ops.GPUVectorOps`, the same kernels) over a rank's LOCAL device
+  arrays (owned nodes, then ghosts). Element-wise operations run on every local entry (with
+  consistent inputs the ghost entries come out as the owners' bits); the reductions read the
+  owned entries and combine the ranks through the transport (maxima by an all-reduce max, the
+  kinetic energy as the correctly rounded Σ (M_L·u)·u by the exact reducer, the non-finite
+  count by a sum), so every rank takes the same branch of the step.
+- :class:`DeviceDistributedSystems`: the twin of
+  :class:`~dycore.parallel.systems.DistributedSystems` — pressure CG
+  (:class:`~dycore.parallel.device_krylov.DeviceRankPCG`: ``jacobi``, or ``amg`` as rank-local
+  V-cycles), momentum and tracers BiCGStab
+  (:class:`~dycore.parallel.device_bicgstab.DeviceRankBiCGStab`); every solution is returned as
+  a local device vector with every ghost filled (depth-2 halo).
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from dycore.backend.gpu_ops import GPUVectorOps
+from dycore.errors import ConfigError
+from dycore.parallel.device_bicgstab import DeviceRankBiCGStab, rank_reducer
+from dycore.parallel.device_halo import DeviceHaloExchange
+
+__all__ = ["DeviceDistributedSystems", "DeviceRankVectorOps"]
+
+log = logging.getLogger("dycore")
+
+
+def _key(a):
+    return (a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr,
+            a.shape)
+
+
+class DeviceRankVectorOps(GPUVectorOps):
+    """GPUVectorOps over local device arrays with rank-combined reductions.
+
+    Parameters
+    ----------
+    backend : GPUBackend (or its simulator); transport : NcclTransport / MpiStagedTransport /
+    loopback transport; n_owned : int — owned entries lead every local array
+    reducer_options : launch shape of the exact reducer (:func:`rank_reducer`)
+    """
+
+    def __init__(self, backend, transport, n_owned: int, reducer_options: dict | None = None):
+        super().__init__(backend)
+        self.t, self.n_owned = transport, int(n_owned)
+        self.red = rank_reducer(backend, transport, "exact", 1, **(reducer_options or {}))
+        self._cache: dict = {}
+
+    def _cached(self, tag, a, make):
+        key = (tag, _key(a))
+        if key not in self._cache:
+            self._cache[key] = (a, make())                 # the array kept alive with it
+        return self._cache[key][1]
+
+    def scatter_fill(self, a, idx, value) -> None:
+        """a[idx] = value for the local indices ≥ 0 (−1: a node this rank lacks); ``idx`` a
+        backend int array that stays the same (its filtered copy is made once)."""
+        def keep():
+            host = np.asarray(self.b.to_host(idx))
+            return self.b.to_device(host[host >= 0].astype(np.int64))
+        kept = self._cached("scatter", idx, keep)
+        super().scatter_fill(a, kept, value)
+
+    def max_abs_diff(self, x, y, out, slot) -> None:
+        """out[slot] = max over the owned entries of every rank of |x − y|."""
+        o = self.n_owned
+        super().max_abs_diff(x[:o], y[:o], out, slot)
+        self.t.allreduce(out[slot:slot + 1], "max")
+
+    def step_scalars(self, u, th, ml, div, out, slot) -> None:
+        """max|w|, Σ M_L|u|² (the correctly rounded Σ (M_L·u_a)·u_a over all ranks), max|div/M_L|,
+        non-finite count of u and θ' over every rank's owned entries."""
+        o = self.n_owned
+        super().step_scalars(u[:o], th[:o], ml[:o], div[:o], out, slot)
+        ml3 = self._cached("ml3", ml, lambda: self.b.to_device(
+            np.repeat(np.asarray(self.b.to_host(ml))[:o, None], 3, axis=1)))
+        mu = self._cached("mu", ml, lambda: self.b.zeros((o, 3)))
+        self.multiply(mu, ml3, u[:o])
+        self.red.post_dots((mu.reshape(-1), u[:o].reshape(-1)))
+        out[slot + 1:slot + 2] = self.red.finish_on_device()[:1]
+        self.t.allreduce(out[slot:slot + 1], "max")
+        self.t.allreduce(out[slot + 2:slot + 3], "max")
+        self.t.allreduce(out[slot + 3:slot + 4], "sum")
+
+
+class DeviceDistributedSystems:
+    """Tracer (CSR), momentum (BCSR 3×3) and pressure solves over GPU ranks.
+
+    Same interface as :class:`~dycore.parallel.systems.DistributedSystems` (``tracer``,
+    ``momentum``, ``pressure``, ``begin_step``, ``end_step``, ``graph_ready`` False: the step
+    is issued from Python; each solver replays its own graphs where the transport allows).
+    Inputs are LOCAL device arrays: matrix values as the local assembly wrote them, right-hand
+    sides over local nodes (owned entries valid).
+
+    Parameters
+    ----------
+    backend : GPUBackend (or simulator); transport; rp : RankPartition
+    row1 : (indptr, indices) of the owned rows of the first-order pattern (local columns in
+        global order); perm : (nnz_owned,) local assembly values -> that layout
+    pressure_rows : (indptr, indices, values) of the owned rows of the pinned pressure matrix
+    cfg : SolversConfig; reduction : "exact" | "sum"
+    reducer_options : launch shapes of the reducers (small ones keep the simulator fast)
+    block : threads per block of the solver kernels (None: ``backend.solver_block``)
+
+    Raises
+    ------
+    ConfigError naming ``solvers.<system>.preconditioner`` / ``.method`` for a combination the
+    GPU ranks lack (pressure: cg with jacobi or amg; momentum, tracers: bicgstab or gmres — run
+    as BiCGStab — with block_jacobi, jacobi or none).
+    """
+
+    graph_ready = False
+
+    def __init__(self, backend, transport, rp, row1, perm, pressure_rows, cfg,
+                 reduction: str = "exact", reducer_options: dict | None = None,
+                 block: int | None = None):
+        from dycore.parallel.device_krylov import DeviceRankPCG
+        self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
+        for name in ("pressure", "momentum", "tracer"):
+            self._check(name, getattr(cfg, name))
+        self.n_owned, self.n_local = rp.n_owned, rp.n_local(2)
+        ro = dict(reducer_options or {})
+        plan1, plan2 = rp.plan(1), rp.plan(2)
+        self.perm = backend.to_device(np.asarray(perm, np.int64))
+        self.solvers = {}
+        for name, bs in (("tracer", 1), ("momentum", 3)):
+            c = getattr(cfg, name)
+            self.solvers[name] = DeviceRankBiCGStab(
+                backend, transport, plan1, row1[0], row1[1], bs, c.preconditioner, c.rtol,
+                c.atol, c.max_iterations, reduction, ro, block=block, name=name)
+        pc = cfg.pressure.preconditioner
+        if pc == "amg":
+            log.info("solvers.pressure.preconditioner amg: rank-local V-cycles on GPU ranks "
+                     "(block-Jacobi over ranks; iterations grow with the rank count)")
+        pp, pi, pv = pressure_rows
+        p = cfg.pressure
+        self.pcg = DeviceRankPCG(
+            backend, transport, plan2, (pp, pi, pv, (rp.n_owned, self.n_local), 1),
+            reduction=reduction, precond="local_amg" if pc == "amg" else "jacobi",
+            rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
+            **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
+        self.out = {1: backend.zeros(self.n_local), 3: backend.zeros((self.n_local, 3)),
+                    "p": backend.zeros(self.n_local)}
+        self.fill = {1: DeviceHaloExchange(backend, transport, plan2, 1),
+                     3: DeviceHaloExchange(backend, transport, plan2, 3)}
+        self._its = dict.fromkeys(("pressure", "momentum", "tracer"), 0)
+
+    @staticmethod
+    def _check(name, c):
+        ok_pc = {"pressure": ("amg", "jacobi"),
+                 "momentum": ("block_jacobi", "jacobi", "none"),
+                 "tracer": ("jacobi", "block_jacobi", "none")}[name]
+        if c.preconditioner not in ok_pc:
+            raise ConfigError(f"solvers.{name}.preconditioner: '{c.preconditioner}' is not "
+                              f"available on GPU ranks (use one of {', '.join(ok_pc)})")
+        ok_m = ("cg", "auto") if name == "pressure" else ("bicgstab", "gmres")
+        if c.method not in ok_m:
+            raise ConfigError(f"solvers.{name}.method: '{c.method}' is not available on GPU "
+                              f"ranks (use {' or '.join(ok_m)})")
+
+    def begin_step(self) -> None:
+        """Zero the iteration counts of the step."""
+        self._its = dict.fromkeys(self._its, 0)
+
+    def end_step(self):
+        """(dict system -> iterations over the step, True): the solves raise when they fail."""
+        return dict(self._its), True
+
+    def _local(self, x_owned, key, block):
+        """x_owned (n_owned·block,) -> the local output vector, every ghost filled."""
+        out = self.out[key]
+        out.reshape(-1)[:self.n_owned * block] = x_owned.reshape(-1)
+        self.fill[block].update(out)
+        return out
+
+    def _bicgstab(self, name, values, rhs, block):
+        s = self.solvers[name]
+        s.load(values, self.perm)
+        x, its = s.solve(rhs.reshape(-1)[:self.n_owned * block])
+        self._its[name] += its
+        return self._local(x, block, block)
+
+    def tracer(self, values, rhs, x0=None):
+        """Solve the tracer system; values (local nnz,), rhs (n_local,) -> x (n_local,) (the
+        systems' own array, overwritten by the next tracer solve)."""
+        return self._bicgstab("tracer", values, rhs, 1)
+
+    def momentum(self, values, rhs, x0=None):
+        """Solve big_m δu = rhs; values (local nnz,3,3), rhs (n_local,3) -> δu (n_local,3)."""
+        return self._bicgstab("momentum", values, rhs, 3)
+
+    def pressure(self, rhs, x0=None):
+        """Solve (CMC + KMK) δp = rhs (pinned); rhs (n_local,) -> δp (n_local,)."""
+        x, its = self.pcg.solve(rhs[:self.n_owned])
+        self._its["pressure"] += its
+        return self._local(x, "p", 1)

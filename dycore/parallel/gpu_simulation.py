@@ -1,0 +1,229 @@
+"""A Simulation decomposed over GPU ranks: the serial Picard stepper on each rank's local mesh,
+every local array on the rank's GPU.
+
+The set-up is the CPU ranks' (:class:`~dycore.parallel.simulation.DistributedSimulation`):
+rank 0 builds the serial set-up on the CPU, partitions it with METIS and scatters the pieces.
+Each rank then moves its piece to its GPU and runs
+:class:`~dycore.timestepping.picard.PicardStepper` unchanged with
+
+- the GPU backend (rank r drives GPU ``local rank % device count``; numba-cuda's simulator in
+  the tests), its own assembler on the local mesh (``deterministic`` assembly gives the owned
+  rows the serial bits), its vector kernels with rank-combined reductions
+  (:class:`~dycore.parallel.device_systems.DeviceRankVectorOps`);
+- C, Cᵀ, KMK as :class:`~dycore.parallel.device_halo.DeviceOwnedRowsOperator` (owned rows,
+  ghosts of the product refilled);
+- :class:`~dycore.parallel.device_systems.DeviceDistributedSystems` for the three solves;
+- a transport (:mod:`dycore.parallel.nccl`): NCCL made from MPI (:meth:`NcclTransport.from_mpi`)
+  where CuPy has NCCL, else :class:`~dycore.parallel.nccl.MpiStagedTransport` (host-staged
+  mpi4py; always under the simulator).
+
+The step is issued from Python (``systems.graph_ready`` False: no whole-iteration graph); each
+solve replays its own graphs over NCCL (:mod:`dycore.parallel.device_replay`). Snapshots are gathered as on CPU ranks, after a
+device→host copy of each rank's owned rows.
+
+With the exact reduction, ``assembly: deterministic``, ``strict: true`` and the pressure
+preconditioner ``jacobi``, a step gives the same bits on any number of GPU ranks (the pressure
+``amg`` becomes rank-local V-cycles on GPU ranks, whose iterates depend on the partition).
+"""
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+
+from dycore.assembly.sparsity import build_sparsity
+from dycore.backend.timers import StageTimers
+from dycore.errors import ConfigError
+from dycore.mesh.mesh import Mesh
+from dycore.parallel.partition import owned_row_order
+from dycore.parallel.simulation import DistributedSimulation
+from dycore.physics.state import State
+
+__all__ = ["GpuRankSimulation", "make_transport", "select_rank_device"]
+
+#: run_distributed's reduction names -> the GPU ranks' reducers
+_REDUCTIONS = {"exact": "exact", "allreduce": "sum", "sum": "sum"}
+
+#: launch shapes under numba-cuda's simulator, where every simulated thread is a Python
+#: thread (the GPU defaults — 264 × 256 threads per exact dot product — would take minutes per
+#: solve); the bits do not depend on them
+SIMULATOR_SHAPES = dict(reducer_options=dict(exact_blocks=1, exact_threads=1, sum_blocks=2,
+                                             sum_threads=1), block=8, element_block=16)
+
+
+def select_rank_device(comm) -> int:
+    """Make GPU ``local rank % device count`` current for CuPy and numba (collective: the
+    node-local rank comes from ``MPI_Comm_split_type``); returns its index (0 under the
+    simulator)."""
+    from numba import config as numba_config
+    if numba_config.ENABLE_CUDASIM:
+        return 0
+    from mpi4py import MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    rank = local.rank
+    local.Free()
+    import cupy
+    from numba import cuda
+    dev = rank % max(1, cupy.cuda.runtime.getDeviceCount())
+    cupy.cuda.Device(dev).use()
+    cuda.select_device(dev)
+    return dev
+
+
+def _nccl_available() -> bool:
+    try:
+        from cupy.cuda import nccl
+        nccl.get_version()
+        return True
+    except Exception:  # noqa: BLE001 - no NCCL in this CuPy, for whatever reason
+        return False
+
+
+def make_transport(comm, backend, kind: str = "auto"):
+    """The GPU ranks' transport: ``"nccl"`` (:class:`~dycore.parallel.nccl.NcclTransport` on
+    the backend's stream), ``"mpi"`` (:class:`~dycore.parallel.nccl.MpiStagedTransport`) or
+    ``"auto"`` (NCCL on GPUs whose CuPy has it, else staged MPI; staged MPI under the
+    simulator).
+
+    Raises
+    ------
+    ValueError for another ``kind``; RuntimeError (CuPy) when NCCL cannot build the
+    communicator.
+    """
+    from dycore.parallel.nccl import MpiStagedTransport, NcclTransport
+    if kind == "auto":
+        kind = "mpi" if backend.simulator or not _nccl_available() else "nccl"
+    if kind == "nccl":
+        return NcclTransport.from_mpi(comm, backend.stream)
+    if kind == "mpi":
+        return MpiStagedTransport(comm)
+    raise ValueError(f"GPU-rank transport must be 'auto', 'nccl' or 'mpi', got {kind!r}")
+
+
+class GpuRankSimulation(DistributedSimulation):
+    """One GPU rank's share of a run (module docstring).
+
+    Parameters
+    ----------
+    config : Config (``backend.name: gpu``, ``solver_mode: device``); comm : mpi4py communicator
+    reduction : "exact" | "allreduce" (= "sum": per-rank partials + an all-reduce sum)
+    transport : "auto" | "nccl" | "mpi" (:func:`make_transport`)
+    reducer_options : launch shapes of the exact / sum reducers (``exact_blocks``,
+        ``exact_threads``, ``sum_blocks``, ``sum_threads``); under the simulator, options left
+        None take :data:`SIMULATOR_SHAPES`
+    block : threads per block of the solver and vector kernels (None: the backend's
+        ``solver_block``); element_block : of the assembly kernels (None: the backend's)
+
+    Attributes
+    ----------
+    as :class:`DistributedSimulation`, plus backend (GPUBackend), transport, device (int)
+
+    Raises
+    ------
+    ConfigError (on every rank) for a solver the GPU ranks lack or an unknown reduction; the
+    errors of :class:`DistributedSimulation`'s set-up.
+    """
+
+    def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
+                 reducer_options: dict | None = None, block: int | None = None,
+                 element_block: int | None = None):
+        from dycore.backend.cpu import CPUBackend
+        from dycore.backend.gpu import gpu_backend
+        from dycore.parallel.device_systems import DeviceDistributedSystems, DeviceRankVectorOps
+        from dycore.timestepping.picard import PicardStepper
+        if reduction not in _REDUCTIONS:
+            raise ConfigError(f"reduction '{reduction}' is not available on GPU ranks (use "
+                              f"{' or '.join(_REDUCTIONS)})")
+        from numba import config as numba_config
+        self.config, self.comm = config, comm
+        if numba_config.ENABLE_CUDASIM:
+            import sys
+            sim = SIMULATOR_SHAPES
+            reducer_options = sim["reducer_options"] if reducer_options is None else reducer_options
+            block = sim["block"] if block is None else block
+            element_block = sim["element_block"] if element_block is None else element_block
+            # a simulated block's threads meet at every syncthreads: with the default 5 ms
+            # GIL switch interval each barrier costs ~10 ms (a step: 80 s, with 0.1 ms 20 s)
+            sys.setswitchinterval(1e-4)
+        self.device = select_rank_device(comm)
+        piece, _ = self._receive(config, comm, CPUBackend(threads=config.backend.threads))
+        bc = config.backend
+        b = self.backend = gpu_backend(solver_mode="device", assembly=bc.assembly,
+                                       strict=bc.strict, graphs=bc.graphs,
+                                       **({} if element_block is None
+                                          else {"block": int(element_block)}))
+        if block is not None:
+            b.solver_block = int(block)          # before any vector / solver workspace
+        self.transport = make_transport(comm, b, transport)
+        rp = self.rp
+        ro = dict(reducer_options or {})
+        self.timers = StageTimers(b.marker)
+        lmesh = Mesh(coords=piece["coords"], tets=rp.local_tets, faces=np.zeros((0, 3)),
+                     face_tags=np.zeros(0), face_ele=np.zeros(0))
+        lsp = build_sparsity(lmesh.tets, rp.l2g.size)
+        assembler = b.assembler(lmesh, lsp, self.timers)
+        b._ops = DeviceRankVectorOps(b, self.transport, rp.n_owned,
+                                     {k: v for k, v in ro.items() if k.startswith("exact_")})
+        self.local_ops = self._device_ops(piece, lsp)
+        self.systems = DeviceDistributedSystems(
+            b, self.transport, rp, piece["row1"], owned_row_order(lsp.indptr, lsp.indices, rp),
+            piece["pressure_rows"], config.solvers, _REDUCTIONS[reduction], ro, block)
+        dev = b.to_device
+        c = piece["coeffs"]
+        self.coeffs = dataclasses.replace(
+            c, sigma=dev(c.sigma), dtheta_bar_dz=dev(c.dtheta_bar_dz),
+            q_ref={k: dev(v) for k, v in c.q_ref.items()},
+            g_over_theta_bar=dev(c.g_over_theta_bar), zeros=dev(c.zeros))
+        s = piece["state"]
+        self.state = State(u=dev(s.u), p=dev(s.p), theta_prime=dev(s.theta_prime),
+                           q={k: dev(v) for k, v in s.q.items()}, t=s.t)
+        del piece
+        self.stepper = PicardStepper(b, assembler, self.local_ops, self.systems, self.coeffs,
+                                     config.time, self.timers)
+        # the moisture tracers in order on the backend's stream, not on a side stream: the
+        # transport orders its messages on the stream it was made with, and the tracer solver
+        # (one for all tracers) is shared with θ′ (dycore.backend.streams)
+        from dycore.backend.streams import InlineBranch
+        self.stepper.branch = InlineBranch()
+        self.halo_values_per_exchange = rp.plan(2).count()[1]
+        self.n1 = rp.n_local(1)
+        self.last_diagnostics = {}
+
+    def _device_ops(self, piece, lsp):
+        """The MeshOperators the stepper reads, over local nodes, on the device (the GPU
+        backend's Dirichlet kernel wants the rows' extents: only nodes with rows here, i.e.
+        owned and first-layer ghosts; outer ghosts get their values from their owners)."""
+        from dycore.assembly.no_normal_flow import localise
+        from dycore.assembly.operators import _on_backend, csr_positions
+        from dycore.parallel.device_halo import DeviceOwnedRowsOperator
+        b, rp, t = self.backend, self.rp, self.transport
+        dev = b.to_device
+        dir_local = piece["dir_nodes"]
+        rows = np.asarray(dir_local[dir_local < rp.n_local(1)], np.int64)
+        plan2 = rp.plan(2)
+        nnf = piece["nnf"]
+        if nnf is not None:
+            nnf = _on_backend(localise(nnf, np.arange(rp.l2g.size), lsp), b)
+        ip = np.asarray(lsp.indptr)
+        return SimpleNamespace(
+            ml=dev(piece["ml"]), ml_inv_u=dev(piece["ml_inv_u"]),
+            C=DeviceOwnedRowsOperator(b, t, plan2, piece["C"]),
+            CT=DeviceOwnedRowsOperator(b, t, plan2, piece["CT"]),
+            kmk=DeviceOwnedRowsOperator(b, t, plan2, piece["kmk"]),
+            pin=piece["pin"], dir_nodes=dev(rows),
+            dir_row_start=dev(ip[rows].astype(np.int32)),
+            dir_row_end=dev(ip[rows + 1].astype(np.int32)),
+            dir_diag_pos=dev(np.asarray(csr_positions(lsp, rows, rows))),
+            detj_min=piece["detj_min"], nnf=nnf)
+
+    def _put(self, dst, host) -> None:
+        dst[...] = self.backend.to_device(np.ascontiguousarray(host, np.float64))
+
+    def _owned_host(self, a):
+        return np.asarray(self.backend.to_host(a[:self.rp.n_owned]))
+
+    def describe(self) -> str:
+        """The backend line of the run's log."""
+        return (f"gpu ranks ({self.comm.size}; {type(self.transport).__name__}; "
+                f"{self.backend.describe()})")

@@ -1,0 +1,191 @@
+"""Whole time steps on K GPU ranks of one host against one GPU rank.
+
+    python3 scripts/gpu_ranks_check.py CONFIG --ranks 2 [--steps 10] [--warmup 2] \
+        [--reduction exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
+        [--pressure jacobi|amg] [--json out.json]
+
+The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
+beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
+Each rank process builds :class:`~dycore.parallel.gpu_simulation.GpuRankSimulation` (rank r on
+GPU ``local rank % device count``; NCCL where CuPy has it, else the staged MPI transport;
+``backend.solver_mode: device``; with ``--deterministic`` also ``assembly: deterministic`` and
+``strict: true``; ``--pressure`` overrides ``solvers.pressure.preconditioner``: ``amg`` is
+rank-local V-cycles on GPU ranks, ``jacobi`` — with at most 5000 iterations — gives the same
+bits on any rank count), takes ``--warmup`` steps, then ``--steps`` timed steps: host clock around
+each ``step()`` after a barrier (a step ends with a device→host read of its scalars, so the
+device work is inside), the max over ranks per step. Rank 0 writes the step times, halo bytes
+(sent by all ranks, per step), the staged transport's host time in exchanges (per rank and step;
+NCCL: not measured), iteration counts, rank 0's stage timers, and the gathered fields.
+
+Printed (and written to ``--json``): for K ranks and for 1 rank, the median step time [ms], the
+halo kB per step, and for K ranks the max |diff| of every field from the 1-rank run after the
+same number of steps (0 in every field with ``--deterministic``, the exact reduction and
+pressure ``jacobi``: the same bits on any rank count) and the speed-up. Exit status 1 when a
+rank run fails or, with ``--deterministic`` + exact + jacobi, a field differs in any bit.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+FIELDS = ("u", "v", "w", "p", "theta_prime", "q_v", "q_c", "q_r")
+
+
+def _config(args):
+    import dycore
+    backend = {"name": "gpu", "solver_mode": "device"}
+    if args.deterministic:
+        backend.update(assembly="deterministic", strict=True)
+    over = {}
+    if args.pressure:                 # Jacobi CG needs ~1400 iterations on the paper mesh
+        over["solvers"] = {"pressure": {"preconditioner": args.pressure}}
+        if args.pressure == "jacobi":
+            over["solvers"]["pressure"]["max_iterations"] = 5000
+    return dycore.load_config(args.config, backend=backend, **over)
+
+
+def worker(args) -> None:
+    """One rank of ``mpiexec``: warm-up, timed steps, gather; rank 0 writes ``args.out``."""
+    from dycore.parallel.gpu_simulation import GpuRankSimulation
+    from dycore.parallel.mpi import abort_on_error, world
+    from mpi4py import MPI
+    comm = world()
+    with abort_on_error(comm):
+        t0 = time.perf_counter()
+        sim = GpuRankSimulation(_config(args), comm, reduction=args.reduction,
+                                transport=args.transport)
+        setup_s = time.perf_counter() - t0
+        for _ in range(args.warmup):
+            sim.step()
+        t = sim.transport
+        b0, s0 = t.bytes_sent, getattr(t, "seconds", None)
+        times, its = [], []
+        for _ in range(args.steps):
+            comm.Barrier()
+            t1 = time.perf_counter()
+            diag = sim.step()
+            times.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
+            its.append({k: diag[f"solver_iterations_{k}"]
+                        for k in ("pressure", "momentum", "tracer")})
+        n = max(args.steps, 1)
+        halo_bytes = comm.allreduce(t.bytes_sent - b0, op=MPI.SUM) / n
+        halo_s = (None if s0 is None
+                  else comm.allreduce(t.seconds - s0, op=MPI.SUM) / comm.size / n)
+        fields = sim.gather_fields()
+        if comm.rank == 0:
+            np.savez(args.out + ".npz", **fields)
+            Path(args.out + ".json").write_text(json.dumps({
+                "ranks": comm.size, "setup_s": setup_s, "step_s": times, "iterations": its,
+                "halo_bytes_per_step": halo_bytes, "halo_host_s_per_step": halo_s,
+                "transport": type(t).__name__, "device": sim.backend.describe(),
+                "halo_values_rank0": int(sim.halo_values_per_exchange),
+                "timers_rank0": sim.timers.as_dict()}, default=float))
+
+
+def _mpiexec() -> str:
+    cand = Path(sys.executable).parent / "mpiexec"
+    found = str(cand) if cand.exists() else shutil.which("mpiexec")
+    if not found:
+        sys.exit("gpu_ranks_check: mpiexec not found (pip install -e '.[mpi]')")
+    return found
+
+
+def _launch(args, k: int, out: str) -> tuple[dict | None, str]:
+    cmd = [_mpiexec(), "-n", str(k), sys.executable, str(Path(__file__).resolve()), "--worker",
+           args.config, "--out", out, "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--reduction", args.reduction, "--transport", args.transport]
+    if args.deterministic:
+        cmd.append("--deterministic")
+    if args.pressure:
+        cmd += ["--pressure", args.pressure]
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=args.timeout, check=False)
+    if proc.returncode != 0:
+        return None, f"mpiexec -n {k} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    res = json.loads(Path(out + ".json").read_text())
+    res["fields"] = dict(np.load(out + ".npz"))
+    return res, ""
+
+
+def _summary(res: dict) -> dict:
+    return {"ranks": res["ranks"], "transport": res["transport"], "device": res["device"],
+            "setup_s": round(res["setup_s"], 2),
+            "step_ms_median": round(1e3 * float(np.median(res["step_s"])), 3),
+            "step_ms_all": [round(1e3 * s, 3) for s in res["step_s"]],
+            "halo_kB_per_step": round(res["halo_bytes_per_step"] / 1e3, 1),
+            "halo_host_ms_per_step_per_rank": (None if res["halo_host_s_per_step"] is None
+                                               else round(1e3 * res["halo_host_s_per_step"], 3)),
+            "halo_values_rank0": res["halo_values_rank0"],
+            "iterations_last_step": res["iterations"][-1] if res["iterations"] else None}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("config")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--reduction", default="exact", choices=("exact", "allreduce"))
+    p.add_argument("--transport", default="auto", choices=("auto", "nccl", "mpi"))
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--pressure", choices=("jacobi", "amg"))
+    p.add_argument("--json")
+    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+    runs, failed = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in dict.fromkeys((args.ranks, 1)):
+            res, err = _launch(args, k, str(Path(tmp) / f"ranks{k}"))
+            if res is None:
+                print(err, file=sys.stderr)
+                failed.append(k)
+            else:
+                runs[k] = res
+    out = {"config": args.config, "steps": args.steps, "warmup": args.warmup,
+           "reduction": args.reduction, "deterministic": args.deterministic,
+           "runs": {k: _summary(r) for k, r in runs.items()}, "failed": failed}
+    bad = bool(failed)
+    if args.ranks in runs and 1 in runs and args.ranks != 1:
+        a, b = runs[args.ranks]["fields"], runs[1]["fields"]
+        diff = {f: float(np.max(np.abs(a[f] - b[f]))) for f in FIELDS}
+        out["max_abs_diff_vs_1_rank"] = diff
+        out["speedup_vs_1_rank"] = round(out["runs"][1]["step_ms_median"]
+                                         / out["runs"][args.ranks]["step_ms_median"], 3)
+        cfg = _config(args)
+        if (args.deterministic and args.reduction == "exact"
+                and cfg.solvers.pressure.preconditioner == "jacobi" and any(diff.values())):
+            bad = True
+            out["error"] = "deterministic exact run differs from 1 rank"
+    text = json.dumps(out, indent=2, default=str)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text)
+    if runs and args.ranks in runs:
+        print(f"\nstage timers of rank 0, {args.ranks} ranks (warm-up and timed steps; "
+              "CUDA events on a GPU):")
+        for name, t in runs[args.ranks]["timers_rank0"].items():
+            print(f"  {name:40s} {t.get('calls', 0):6d} calls  {t.get('mean_ms', 0.0):10.3f} "
+                  f"ms/call  {t.get('total_ms', 0.0):12.1f} ms")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""BiCGStab for the momentum (BCSR 3×3, block-Jacobi) and tracer (CSR, Jacobi) systems on GPU
+ranks (:mod:`dycore.parallel.device_bicgstab`) under the CUDA simulator, K loopback ranks in
+one process (the 36-node mesh's assembled systems, METIS partitions):
+
+- exact dot products: the solution and the iteration count are the same bits on 1, 2 and 4
+  ranks (every owned operation is the serial one, the dots are correctly rounded);
+- they agree with the CPU ranks' :func:`dycore.parallel.krylov.bicgstab` to the solver
+  tolerance (not bitwise: the stopping test is in squares, as the serial device solver's, and
+  the 3×3 inverses are the device's cofactor formula, not LAPACK's);
+- the "sum" reduction converges to the same tolerance; a solve that stops short raises;
+- later solves replay the first one's learnt budget (2 loopback ranks: re-issued in lock
+  step; 1 rank: captured, which the simulator re-issues) with the checked solve's bits.
+"""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sps
+
+from dycore.backend.gpu import gpu_backend
+from dycore.errors import SolverDivergedError
+from dycore.parallel.device_bicgstab import DeviceRankBiCGStab
+from dycore.parallel.device_krylov import solve_lockstep
+from dycore.parallel.krylov import BlockJacobi3, Jacobi, bicgstab
+from dycore.parallel.nccl import LoopbackWorld
+from dycore.parallel.partition import extract_rows, metis_partition, partition_mesh
+from dycore.parallel.reduce import Reducer
+
+RTOL = 1e-8
+FAST = dict(reducer_options=dict(exact_blocks=1, exact_threads=1, sum_blocks=2,
+                                 sum_threads=1), block=8, check_every=4)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return gpu_backend(solver_mode="device", strict=True)
+
+
+def _system(s, name):
+    n = s["nnodes"]
+    if name == "tracer":
+        a = sps.csr_matrix((s["tracer"], s["indices"], s["indptr"]), shape=(n, n))
+        return a, s["tracer"], s["tracer_b"], 1
+    a = sps.bsr_matrix((s["momentum"], s["indices"], s["indptr"]), shape=(3 * n, 3 * n))
+    return a, s["momentum"], s["momentum_b"].reshape(-1), 3
+
+
+def _solvers(backend, s, name, k, **kw):
+    """(solvers, right-hand sides, rank partitions) of K loopback ranks."""
+    n = s["nnodes"]
+    part = metis_partition(s["indptr"], s["indices"], k)
+    rps = partition_mesh(s["tets"], n, s["indptr"], s["indices"], part)
+    a, vals, b, bs = _system(s, name)
+    world = LoopbackWorld(k)
+    opts = dict(FAST, rtol=RTOL, name=name)
+    opts.update(kw)
+    pc = "block_jacobi" if bs == 3 else "jacobi"
+    solvers, rhs = [], []
+    for rp in rps:
+        ptr, cols, pos = extract_rows(s["indptr"], s["indices"], rp, n, 1)
+        sol = DeviceRankBiCGStab(backend, world.transport(rp.rank), rp.plan(1), ptr, cols, bs,
+                                 pc, **opts)
+        sol.values[...] = vals[pos]
+        solvers.append(sol)
+        rhs.append(b.reshape(n, bs)[rp.owned].reshape(-1).copy())
+    return solvers, rhs, rps
+
+
+def _gathered(backend, s, rps, out, bs):
+    x = np.full((s["nnodes"], bs), np.nan)
+    for rp, (xo, _) in zip(rps, out):
+        x[rp.owned] = np.asarray(backend.to_host(xo)).reshape(-1, bs)
+    return x.reshape(-1)
+
+
+def _solve(backend, s, name, k, **kw):
+    """(global flat x, iterations per rank) of K loopback ranks."""
+    solvers, rhs, rps = _solvers(backend, s, name, k, **kw)
+    out = solve_lockstep(solvers, rhs)
+    return _gathered(backend, s, rps, out, 3 if name == "momentum" else 1), \
+        [its for _, its in out]
+
+
+@pytest.fixture(scope="module")
+def one_rank(backend, tiny_systems):
+    return {name: _solve(backend, tiny_systems, name, 1) for name in ("tracer", "momentum")}
+
+
+@pytest.mark.parametrize("name", ("tracer", "momentum"))
+@pytest.mark.parametrize("k", (2, 4))
+def test_exact_dots_give_the_same_bits_on_1_2_4_ranks(backend, tiny_systems, one_rank, name,
+                                                      k):
+    x1, its1 = one_rank[name]
+    x, its = _solve(backend, tiny_systems, name, k)
+    assert its == [its1[0]] * k and its1[0] >= 2
+    assert np.array_equal(x, x1)
+
+
+@pytest.mark.parametrize("name", ("tracer", "momentum"))
+def test_agrees_with_the_cpu_ranks_bicgstab(tiny_systems, one_rank, name):
+    s = tiny_systems
+    a, vals, b, bs = _system(s, name)
+    diag = a.diagonal()
+    if bs == 3:
+        rows = np.repeat(np.arange(s["nnodes"]), np.diff(s["indptr"]))
+        m = BlockJacobi3(vals[np.flatnonzero(s["indices"] == rows)])
+    else:
+        m = Jacobi(diag)
+    x_cpu, its_cpu = bicgstab(SimpleNamespace(matvec=lambda v: a @ v), b,
+                              Reducer(None, "exact"), m=m, rtol=RTOL)
+    x, its = one_rank[name]
+    assert abs(its[0] - its_cpu) <= 1
+    assert np.linalg.norm(b - a @ x) <= RTOL * np.linalg.norm(b) * (1 + 1e-6)
+    err = np.linalg.norm(x - x_cpu) / np.linalg.norm(x_cpu)
+    assert err < 1e-6, err
+    x_true = s[f"{name}_x"].reshape(-1)
+    assert np.linalg.norm(x - x_true) / np.linalg.norm(x_true) < 1e-4
+
+
+def test_sum_reduction_converges(backend, tiny_systems, one_rank):
+    x, its = _solve(backend, tiny_systems, "momentum", 2, reduction="sum")
+    a, _, b, _ = _system(tiny_systems, "momentum")
+    assert its[0] == its[1] and abs(its[0] - one_rank["momentum"][1][0]) <= 2
+    assert np.linalg.norm(b - a @ x) <= RTOL * np.linalg.norm(b) * (1 + 1e-6)
+
+
+def test_iteration_limit_raises_on_every_rank(backend, tiny_systems):
+    with pytest.raises(SolverDivergedError, match="tracer solve .*iteration limit"):
+        _solve(backend, tiny_systems, "tracer", 2, maxiter=1)
+
+
+@pytest.mark.parametrize("k", (1, 2))
+def test_replayed_solves_give_the_checked_solves_bits(backend, tiny_systems, one_rank, k):
+    solvers, rhs, rps = _solvers(backend, tiny_systems, "tracer", k)
+    first = solve_lockstep(solvers, rhs)
+    x1 = _gathered(backend, tiny_systems, rps, first, 1)
+    assert not any(sol.replayed for sol in solvers)
+    assert all(sol.budget == int(np.ceil(1.2 * first[0][1])) + 2 for sol in solvers)
+    again = solve_lockstep(solvers, rhs)
+    assert all(sol.replayed for sol in solvers)
+    assert [its for _, its in again] == [its for _, its in first]
+    assert np.array_equal(_gathered(backend, tiny_systems, rps, again, 1), x1)
+    assert np.array_equal(x1, one_rank["tracer"][0])
