@@ -82,6 +82,8 @@ class PicardStepper:
         #: stream on a GPU (:mod:`dycore.backend.streams`; the same bits), in order elsewhere
         #: (an A/B switch: set an ``InlineBranch`` to issue them on the main stream)
         self.branch = backend.branch()
+        #: the end-of-step work (scalars, commit copies) as graphs, by the arrays they join
+        self._graphs = {}
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))
         self.scalars = self._work("scalars", (8,))
 
@@ -231,17 +233,33 @@ class PicardStepper:
         state.t += self.cfg.dt
         return info
 
+    def _issue(self, name, arrays, issue) -> None:
+        """Run ``issue()`` (kernels between the fixed ``arrays``): replayed from a graph
+        captured once per set of arrays when the Picard iterations are (``graphs.enabled``
+        and ``systems.graph_ready``: device solvers, every solve verified; never on ranks,
+        whose reductions talk to the host), else launched now."""
+        if not (self.graphs.enabled and self.sys.graph_ready):
+            issue()
+            return
+        key = (name, *(id(a) for a in arrays))
+        if key not in self._graphs:          # (the arrays are kept: their ids stay theirs)
+            self._graphs[key] = (self.b.capture(issue), tuple(arrays))
+        self._graphs[key][0].replay()
+
     def _commit(self, state, fields):
         """Copy the new fields into the state's own arrays (which stay the same objects, so
-        every captured graph keeps reading the state where it is)."""
+        every captured graph keeps reading the state where it is): one graph replay once the
+        iterations are captured."""
         u, p, tp_new, q_new = fields
+        pairs = [(state.u, u), (state.p, p), (state.theta_prime, tp_new)]
+        pairs += [(state.q[name], q_new[name]) for name in TRACERS
+                  if q_new[name] is not state.q[name]]       # (an inactive tracer: itself)
+
+        def issue():
+            for dst, src in pairs:
+                self.vops.copy(dst, src)
         with self.timers("commit fields"):
-            self.vops.copy(state.u, u)
-            self.vops.copy(state.p, p)
-            self.vops.copy(state.theta_prime, tp_new)
-            for name in TRACERS:
-                if q_new[name] is not state.q[name]:          # (an inactive tracer: itself)
-                    self.vops.copy(state.q[name], q_new[name])
+            self._issue("commit", [a for pair in pairs for a in pair], issue)
 
     def _iterate_fields(self, state, k):
         """(u_it, u_new, p_it, p_new) of Picard iteration k: fixed arrays for each k."""
@@ -297,8 +315,11 @@ class PicardStepper:
         q_new = {name: state.q[name] if name in self._inactive
                  else self._work(f"new {name}", state.q[name].shape) for name in TRACERS}
         div = self._work("divergence", state.p.shape)
-        self.ops.C.matvec(u, div)
-        self.vops.step_scalars(u, tp_new, self.ops.ml, div, self.scalars, self._STEP)
+
+        def finish():                                    # the end-of-step scalars
+            self.ops.C.matvec(u, div)
+            self.vops.step_scalars(u, tp_new, self.ops.ml, div, self.scalars, self._STEP)
+        self._issue("step scalars", (u, tp_new), finish)
         host = self.b.to_host(self.scalars)
         info.nonfinite = int(host[3])
         info.diagnostics = dict(zip(SCALAR_NAMES, (float(host[0]), 0.5 * float(host[1]),
