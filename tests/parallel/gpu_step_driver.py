@@ -8,6 +8,8 @@ import sys
 
 import numpy as np
 
+from step_driver import step_and_gather   # (this folder is sys.path[0] of a script)
+
 MESH = {"nx": 3, "ny": 3, "nz": 2}
 
 
@@ -36,17 +38,7 @@ def main(dst, steps, backend):
         else:
             from dycore.parallel.simulation import DistributedSimulation
             sim = DistributedSimulation(cfg, comm)
-        out = {}
-        for k in range(1, steps + 1):
-            diag = sim.step()
-            fields = sim.gather_fields()
-            if comm.rank == 0:
-                for name, v in fields.items():
-                    out[f"{name}_{k}"] = v
-                for name in ("max_abs_w", "kinetic_energy", "max_abs_div_u"):
-                    out.setdefault(name, []).append(diag[name])
-                for name in ("pressure", "momentum", "tracer"):
-                    out.setdefault(f"its_{name}", []).append(diag[f"solver_iterations_{name}"])
+        out = step_and_gather(sim, comm, steps)
         if comm.rank == 0:
             np.savez(dst, **{k: np.asarray(v) for k, v in out.items()})
 

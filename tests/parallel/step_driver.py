@@ -16,6 +16,23 @@ def solvers(pressure_pc):
             "tracer": {"method": "bicgstab", "preconditioner": "jacobi", "rtol": 1e-10}}
 
 
+def step_and_gather(sim, comm, steps) -> dict:
+    """Take ``steps`` steps of a distributed ``sim``; on rank 0 the gathered fields after each
+    step (``<name>_<k>``), the step diagnostics and the iteration counts ({} elsewhere)."""
+    out = {}
+    for k in range(1, steps + 1):
+        diag = sim.step()
+        fields = sim.gather_fields()
+        if comm.rank == 0:
+            for name, v in fields.items():
+                out[f"{name}_{k}"] = v
+            for name in ("max_abs_w", "kinetic_energy", "max_abs_div_u"):
+                out.setdefault(name, []).append(diag[name])
+            for name in ("pressure", "momentum", "tracer"):
+                out.setdefault(f"its_{name}", []).append(diag[f"solver_iterations_{name}"])
+    return out
+
+
 def main(dst, steps, pressure_pc):
     import dycore
     from dycore.parallel.mpi import abort_on_error, world
@@ -26,17 +43,7 @@ def main(dst, steps, pressure_pc):
         cfg = dycore.load_config("configs/mountainwave3d_small.yaml", mesh=dict(MESH),
                                  solvers=solvers(pressure_pc))
         sim = DistributedSimulation(cfg, comm)
-        out = {}
-        for k in range(1, steps + 1):
-            diag = sim.step()
-            fields = sim.gather_fields()
-            if comm.rank == 0:
-                for name, v in fields.items():
-                    out[f"{name}_{k}"] = v
-                for name in ("max_abs_w", "kinetic_energy", "max_abs_div_u"):
-                    out.setdefault(name, []).append(diag[name])
-                for name in ("pressure", "momentum", "tracer"):
-                    out.setdefault(f"its_{name}", []).append(diag[f"solver_iterations_{name}"])
+        out = step_and_gather(sim, comm, steps)
         halo = comm.gather(sim.halo_values_per_exchange, root=0)
         if comm.rank == 0:
             out["halo_values"] = np.array(halo)
