@@ -88,7 +88,8 @@ class Assembler:
 
         keys : dict output name -> buffer key of the assembled array (None: fresh arrays);
         want : dict output name -> bool (default all); result : the array of the loop's Result
-        (default: the loop's own det J array). Returns dict output name -> flat assembled array (or None)."""
+        (default: the loop's own det J array). Returns dict output name -> flat assembled
+        array (or None)."""
         loop = self._loops[name]
         args = dict(self.common, **inputs)
         loop.check_inputs(args, self.nele, self.n)

@@ -5,8 +5,9 @@ correction) and work that hangs off it: the moisture tracers need the advecting 
 θ′'s matrix, and nothing in the iteration reads them until the next one. On a GPU such work is
 issued on a second stream (:class:`SideStream`) forked from the main stream after its inputs
 (``branch.issue(work)``) and joined before a later stage (``branch.join()``), so its
-latency-bound solves run while the main stream's kernels do; inside a CUDA-graph capture the fork and the join are event records and waits,
-which the capture turns into graph edges (two parallel branches in one graph).
+latency-bound solves run while the main stream's kernels do; inside a CUDA-graph capture the
+fork and the join are event records and waits, which the capture turns into graph edges (two
+parallel branches in one graph).
 
 Nothing changes in what is computed: every kernel sees the same inputs in the same order as
 on one stream, so the bits are those of the serial issue (the CPU and the simulator run the
@@ -24,8 +25,6 @@ __all__ = ["DeferredBranch", "InlineBranch", "SideStream"]
 class InlineBranch:
     """A branch that issues its work at once, in order (CPU, simulator, or concurrency
     switched off); :meth:`join` has nothing to wait for."""
-
-    concurrent = False
 
     def issue(self, work) -> None:
         """Call ``work()`` (no arguments; it launches through the backend) now."""
@@ -74,8 +73,6 @@ class SideStream:
     ------
     RuntimeError when :meth:`issue` is called from inside an issued work (no nesting).
     """
-
-    concurrent = True
 
     def __init__(self, backend):
         import cupy
