@@ -17,6 +17,7 @@ call is written.
 """
 from __future__ import annotations
 
+import gc
 import queue
 import threading
 import time
@@ -37,6 +38,12 @@ class BackgroundWriter:
         False runs every call at once in the caller's thread (same order, same errors): the
         serial reference, and the mode of runs that must not start threads.
 
+    Notes
+    -----
+    Starting the thread first collects the caller's garbage (``gc.collect()``) so that no
+    finaliser of an object the caller dropped (an unclosed netCDF or xarray dataset) runs on the
+    writer thread beside the caller: netCDF-C and HDF5 are not thread-safe.
+
     Attributes
     ----------
     busy_s : float
@@ -55,6 +62,11 @@ class BackgroundWriter:
         self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
         self._thread = None
         if threaded:
+            # Garbage the caller left behind (an xarray or uxarray dataset nobody closed, say)
+            # is finalised now, in the caller's thread. Left to the writer thread's first
+            # collection, its finalisers (a netCDF close, a PROJ context freed) would run beside
+            # the caller, and netCDF/HDF5 are not thread-safe: a segfault seen in CI.
+            gc.collect()
             self._thread = threading.Thread(target=self._work, name="dycore-writer", daemon=True)
             self._thread.start()
 

@@ -2,6 +2,7 @@
 batched diagnostics write giving the same file as one write per step."""
 from __future__ import annotations
 
+import gc
 import threading
 
 import netCDF4
@@ -22,6 +23,27 @@ def test_calls_run_in_order_on_one_other_thread():
     assert [i for i, _ in seen] == list(range(50))
     assert {name for _, name in seen} == {"dycore-writer"}
     assert out.busy_s >= 0.0
+
+
+def test_garbage_the_caller_left_is_finalised_in_the_callers_thread():
+    """The CI segfault: an unclosed dataset from an earlier test, collected by the writer
+    thread's first garbage collection, closed its netCDF file beside the main thread."""
+    finalised = []
+
+    class Handle:
+        def __del__(self):
+            finalised.append(threading.current_thread().name)
+
+    gc.disable()                       # nothing collects the cycle before the writer starts ...
+    try:
+        handle = Handle()
+        handle.cycle = handle
+        del handle
+        with BackgroundWriter() as out:
+            out.submit(gc.collect)     # ... and the writer thread collects at once
+    finally:
+        gc.enable()
+    assert finalised == [threading.current_thread().name]
 
 
 def test_an_error_on_the_thread_reaches_the_caller_and_stops_later_writes():
