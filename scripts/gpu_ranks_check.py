@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,8 +93,8 @@ def worker(args) -> None:
 
 
 def _mpiexec() -> str:
-    cand = Path(sys.executable).parent / "mpiexec"
-    found = str(cand) if cand.exists() else shutil.which("mpiexec")
+    from dycore.parallel.launch import find_mpiexec
+    found = find_mpiexec()
     if not found:
         sys.exit("gpu_ranks_check: mpiexec not found (pip install -e '.[mpi]')")
     return found

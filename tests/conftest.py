@@ -35,3 +35,20 @@ def pytest_collection_modifyitems(config, items):
         for prefix, marker in _LANES:
             if rel.startswith(prefix):
                 item.add_marker(marker)
+
+
+# ------------------------------------------------------------------------- garbage per module
+# Reader libraries leave file handles in reference cycles (xarray's file managers, uxarray's
+# grid, the compliance checker's datasets) that only a garbage collection closes. Collected at
+# the end of the module that made them, their netCDF closes run there, in the main thread with
+# no run writing, and never inside a later module's run (docs/output.md, "Writes happen off
+# the critical path": a CI segfault).
+import gc  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_the_modules_garbage():
+    yield
+    gc.collect()

@@ -16,10 +16,14 @@ built against.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+from pathlib import Path
 
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["LAUNCHER_VARIABLES", "check_world", "launched_ranks", "launcher_ranks"]
+__all__ = ["LAUNCHER_VARIABLES", "check_world", "find_mpiexec", "launched_ranks",
+           "launcher_ranks"]
 
 #: (variable, launcher, counts the -n 1 case) — the rank count a launcher announces, in the
 #: order they are read. The first three make ``dycore run`` take the MPI branch even for one
@@ -97,3 +101,10 @@ def check_world(size: int, environ=None, library: str | None = None) -> None:
         "the mpiexec beside this Python, `python -m pip show -f mpich`), or rebuild mpi4py "
         "against the launcher's MPI (`MPICC=<its mpicc> python -m pip install --no-binary "
         "mpi4py --force-reinstall mpi4py`); docs/parallel.md, 'Launching'")
+
+
+def find_mpiexec() -> str | None:
+    """The ``mpiexec`` to launch ranks with: the one beside this Python (the ``mpich`` wheel's,
+    which belongs to mpi4py's MPI), else the first on ``PATH``; None when there is none."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")

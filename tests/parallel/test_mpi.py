@@ -6,7 +6,6 @@ Each launch runs tests/parallel/mpi_driver.py once and the tests read its gather
 """
 import math
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +22,8 @@ RANKS = (1, 2, 4)
 
 def mpiexec() -> str:
     """The mpiexec beside this Python (the mpich wheel's), else the one on PATH."""
-    cand = Path(sys.executable).parent / "mpiexec"
-    found = str(cand) if cand.exists() else shutil.which("mpiexec")
+    from dycore.parallel.launch import find_mpiexec
+    found = find_mpiexec()
     if not found:
         pytest.fail("mpiexec not found: install the mpi extra (pip install -e '.[mpi]')")
     return found
