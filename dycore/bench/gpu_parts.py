@@ -75,7 +75,7 @@ def operators(bench, mesh, sp) -> None:
                 row["cpu_1_core"] = time_cpu(call, 3)
         for mode, (b, asm, d) in gpus.items():
             f = _calls(asm, d)[label]
-            row[f"gpu_{mode}"] = time_gpu(f, bench.repeat)
+            row[f"gpu_{mode}"] = time_gpu(f, bench.repeat, stream=b.nb_stream)
             got = [b.to_host(a) for a in f() if a is not None]
             row[f"max_rel_diff_{mode}"] = max(compare_arrays(r, g)["max_rel"]
                                               for r, g in zip(ref, got))
@@ -109,7 +109,8 @@ def _resources_and_block_sweep(bench, mesh, sp, host, backend) -> None:
     for block in (32, 64, 128, 256):
         b, asm, d = _assemblers(bench, mesh, sp, host, solver_mode="host", block=block)["atomic"]
         calls = _calls(asm, d)
-        sweep[block] = {k: time_gpu(calls[k], bench.repeat) for k in ("tracer t", "momentum")}
+        sweep[block] = {k: time_gpu(calls[k], bench.repeat, stream=b.nb_stream)
+                        for k in ("tracer t", "momentum")}
         bench.say(f"block {block:3d}: " + "  ".join(f"{k} {v['median_ms']:.3f} ms"
                                                     for k, v in sweep[block].items()))
     bench.res["kernel_resources"], bench.res["block_sweep"] = res, sweep
@@ -126,7 +127,8 @@ def modes(bench, mesh, sp) -> None:
         for assembly, (b, asm, d) in _assemblers(bench, mesh, sp, host, strict=strict,
                                                  solver_mode="host").items():
             label = f"{assembly}{' + strict' if strict else ''}"
-            row = {k: time_gpu(f, bench.repeat) for k, f in _calls(asm, d).items()}
+            row = {k: time_gpu(f, bench.repeat, stream=b.nb_stream)
+                   for k, f in _calls(asm, d).items()}
             r = run_variant(bench.make_config, f"step, {solver} solvers, {label}",
                             {"name": "gpu", "solver_mode": solver, "assembly": assembly,
                              "strict": strict}, 0, bench.steps)

@@ -34,7 +34,7 @@ def stats(ms: list[float]) -> dict:
     return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "n": len(ms)}
 
 
-def time_gpu(fn, repeat: int, warmup: int = 2) -> dict:
+def time_gpu(fn, repeat: int, warmup: int = 2, stream=0) -> dict:
     """Time ``fn`` (which launches GPU work) with CUDA events.
 
     Parameters
@@ -45,6 +45,11 @@ def time_gpu(fn, repeat: int, warmup: int = 2) -> dict:
         Number of timed calls.
     warmup : int
         Untimed calls first (JIT compilation, first launch, memory-pool growth).
+    stream : numba stream or 0
+        The stream ``fn`` issues its work on; both events are recorded there. 0 (default) is
+        the legacy default stream, right only for work launched there: a backend issues on its
+        own non-blocking stream (``backend.nb_stream``), which events on the default stream do
+        not wait for, so they would time the launches, not the kernels.
 
     Returns
     -------
@@ -66,9 +71,9 @@ def time_gpu(fn, repeat: int, warmup: int = 2) -> dict:
             out.append((time.perf_counter() - t0) * 1e3)
             continue
         a, b = cuda.event(timing=True), cuda.event(timing=True)
-        a.record()
+        a.record(stream)
         fn()
-        b.record()
+        b.record(stream)
         b.synchronize()
         out.append(cuda.event_elapsed_time(a, b))
     return stats(out)

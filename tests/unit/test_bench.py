@@ -239,3 +239,34 @@ def test_gpu_machine_parts_under_the_simulator(tmp_path):
     assert res["device"] == {"skipped": "device solvers need CuPy (not under the simulator)"}
     assert any("bench part device: skipped" in line for line in lines)
     assert "operators" in res["tables"] and "modes" in res["tables"]
+
+
+def test_time_gpu_records_its_events_on_the_stream_the_work_runs_on(monkeypatch):
+    """A backend issues on its own non-blocking stream: events on the default stream would not
+    wait for its kernels (they timed the launches). Fake events show where they are recorded."""
+    from dycore.bench.timing import time_gpu
+
+    recorded, calls = [], []
+
+    class Event:
+        def __init__(self, timing=True):
+            self.t = None
+
+        def record(self, stream=0):
+            recorded.append(stream)
+            self.t = float(len(calls))           # "time" = the calls issued so far
+
+        def synchronize(self):
+            pass
+
+    monkeypatch.setattr(numba_config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(cuda, "event", Event, raising=False)
+    monkeypatch.setattr(cuda, "event_elapsed_time", lambda a, b: b.t - a.t, raising=False)
+    monkeypatch.setattr(cuda, "synchronize", lambda: None, raising=False)
+    side = object()                               # a backend's nb_stream
+    out = time_gpu(lambda: calls.append(1), repeat=3, warmup=1, stream=side)
+    assert recorded == [side] * 6                 # start and stop of each of the 3 timings
+    assert out["n"] == 3 and out["median_ms"] == 1.0
+    recorded.clear()
+    time_gpu(lambda: calls.append(1), repeat=2, warmup=0)
+    assert recorded == [0] * 4                    # default: the legacy default stream
