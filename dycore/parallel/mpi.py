@@ -38,12 +38,14 @@ def world():
 
 
 @contextlib.contextmanager
-def abort_on_error(comm, exit_code: int = 1, passthrough: tuple = ()):
+def abort_on_error(comm, exit_code: int = 1, passthrough: tuple = (), cleanup=None):
     """Run the block; on an exception print ``rank R: Type: message`` once and abort all ranks.
 
     ``SystemExit`` with status 0 and exceptions of the types in ``passthrough`` (errors every
     rank raises alike, which the caller reports) propagate. Other ranks are killed by
-    ``MPI_Abort`` (the launcher reports the exit status ``exit_code``).
+    ``MPI_Abort`` (the launcher reports the exit status ``exit_code``). ``cleanup`` (a callable,
+    optional) runs first, its own errors ignored: rank 0 closes its output file there, so the
+    snapshots written before the error stay readable.
     """
     try:
         yield
@@ -52,9 +54,17 @@ def abort_on_error(comm, exit_code: int = 1, passthrough: tuple = ()):
     except SystemExit as exc:
         if exc.code in (0, None):
             raise
+        _cleanup(cleanup)
         _abort(comm, f"exit status {exc.code}", exit_code)
     except BaseException as exc:                                  # noqa: BLE001
+        _cleanup(cleanup)
         _abort(comm, f"{type(exc).__name__}: {exc}", exit_code)
+
+
+def _cleanup(cleanup) -> None:
+    if cleanup is not None:
+        with contextlib.suppress(BaseException):
+            cleanup()
 
 
 # seconds between printing the message and MPI_Abort: the launcher forwards a rank's stderr

@@ -43,16 +43,23 @@ class NoWriter:
         return None
 
 
-def root_only(comm):
+def root_only(comm, out=None, cleanup=None):
     """``submit(fn, *args, **kwargs)`` for the run's callbacks: ``fn`` runs on rank 0 only,
     where an exception (a write that fails there alone) aborts every rank
-    (:func:`~dycore.parallel.mpi.abort_on_error`)."""
+    (:func:`~dycore.parallel.mpi.abort_on_error`).
+
+    ``out`` (rank 0's :class:`~dycore.io.background.BackgroundWriter`, or None): the call is
+    queued on its writer thread, as in a serial run; the error of a queued write is raised by
+    the next submit (or the final drain) and aborts every rank there, after ``cleanup`` (rank
+    0 closes its files: :func:`~dycore.parallel.mpi.abort_on_error`)."""
     from dycore.parallel.mpi import abort_on_error
 
     def submit(fn, *args, **kwargs):
         if comm.rank == 0:
-            with abort_on_error(comm):
-                return fn(*args, **kwargs)
+            with abort_on_error(comm, cleanup=cleanup):
+                if out is None:
+                    return fn(*args, **kwargs)
+                return out.submit(fn, *args, **kwargs)
         return None
     return submit
 
@@ -80,6 +87,7 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     DycoreError subclasses, alike on every rank (see the module docstring).
     """
     from dycore import __version__
+    from dycore.io.background import BackgroundWriter
     from dycore.io.followers import attach_followers
     from dycore.io.netcdf import SnapshotWriter
     from dycore.io.restart import checkpoint_path
@@ -152,7 +160,14 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
                                     version=__version__, title=f"dycore {config.case.name}",
                                     picard_iterations=tc.nonlinear_iterations)
             writer = attach_followers(writer, config, sim.mesh)   # sections, XDMF series
-    submit = root_only(comm)           # collective gathers run on every rank, writes on rank 0
+    # collective gathers run on every rank; rank 0's writes on its writer thread, as in a
+    # serial run (dycore.io.background): the ranks step on while it writes and compresses
+    out = BackgroundWriter() if root else None
+
+    def close_files():          # before an abort: the finished snapshots stay readable
+        out.close()
+        writer.close()
+    submit = root_only(comm, out, cleanup=close_files)
     snapshots = Snapshots(writer, IterationInterval(snapshot_every(oc.output_interval, tc.dt))
                           | AtEnd(), submit=submit)
 
@@ -162,7 +177,7 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
 
     callbacks = [StabilityCheck(describe=unstable),
                  Diagnostics(writer, IterationInterval(oc.diagnostics_every_steps) | AtEnd(),
-                             buffered=False, submit=submit),
+                             submit=submit),
                  snapshots]
     if config.checkpoint_steps > 0:
         callbacks.append(Checkpoints(checkpoint_path(path),
@@ -172,7 +187,13 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     table = ""
     try:
         sim.run(steps=n_steps - k0, callbacks=callbacks)
+        if root:
+            with abort_on_error(comm, cleanup=close_files):   # a write that failed on the
+                out.close()                                     # thread: every rank stops
     finally:
+        if root:
+            with contextlib.suppress(Exception):   # already failing: keep the first error
+                out.close()
         if root and writer is not None:
             with contextlib.suppress(Exception):
                 k = k0 + int(round((sim.state.t - t_start) / tc.dt))

@@ -131,3 +131,36 @@ def test_a_bad_configuration_file_and_a_locked_output_are_reported_once(tmp_path
     assert proc.stderr.count(f"x.nc: output file is being written by another dycore run "
                              f"(process {os.getpid()} on ") == 1, proc.stderr
     assert not out.exists()
+
+
+# The child: ``dycore run`` on K ranks whose rank-0 snapshot write fails at the 2nd snapshot
+# (on rank 0's writer thread). argv: config, output.
+FAILING_WRITE = """
+import sys
+from dycore import cli
+from dycore.errors import OutputError
+from dycore.io.netcdf import SnapshotWriter
+
+real = SnapshotWriter.write_snapshot
+
+def write_snapshot(self, t, fields, step=None):
+    if self.n_snapshots == 1:
+        raise OutputError(f"{self.path}: disk full (injected)")
+    return real(self, t, fields, step)
+
+SnapshotWriter.write_snapshot = write_snapshot
+sys.exit(cli.main(["run", sys.argv[1], "--output", sys.argv[2]]))
+"""
+
+
+def test_a_write_failing_on_rank_0s_writer_thread_stops_every_rank_once(tmp_path):
+    """Rank 0 writes on its writer thread while the ranks step on: a write that fails there
+    is raised by rank 0's next write or the final drain, and every rank stops (MPI_Abort),
+    the message printed once; the snapshot written before it stays readable."""
+    out = tmp_path / "x.nc"
+    proc = launch(2, "-c", FAILING_WRITE, str(_config(tmp_path)), str(out), timeout=180)
+    assert proc.returncode != 0, proc.stderr
+    assert proc.stderr.count("disk full (injected)") == 1, proc.stderr
+    assert proc.stderr.count("rank 0 of 2: OutputError") == 1, proc.stderr
+    kept = _read(out)
+    assert kept["time"][0] == 0.0 and np.isfinite(kept["w"][0]).all()
