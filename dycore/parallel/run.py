@@ -6,8 +6,8 @@ Each step runs on all ranks (:class:`~dycore.parallel.simulation.DistributedSimu
 ``backend.name: gpu`` and ``solver_mode: device`` one GPU per rank,
 :class:`~dycore.parallel.gpu_simulation.GpuRankSimulation`);
 snapshots, checkpoints and diagnostics are gathered to rank 0, which alone writes the same
-netCDF file a serial run writes (:class:`~dycore.io.netcdf.SnapshotWriter`; parallel netCDF is
-not used) and alone shows progress.
+netCDF file a serial run writes (:class:`~dycore.io.netcdf.SnapshotWriter`, on its writer thread
+as in a serial run; parallel netCDF is not used) and alone shows progress.
 
 Errors: decisions every rank takes from global values (a solver that fails, the stability
 watch, a configuration or output-path check made before the build) raise the same
