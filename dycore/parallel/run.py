@@ -64,6 +64,57 @@ def root_only(comm, out=None, cleanup=None):
     return submit
 
 
+def _restart_point(comm, config, restart, restart_at, path):
+    """The restart point of ``--restart`` (:func:`~dycore.io.restart.find_restart`), read and
+    checked on rank 0 alone: rank 0 gets the whole point, the other ranks a copy without its
+    global arrays (``fields``, ``coords``, ``cell_nodes`` None; the fields reach them as their
+    local slices, :meth:`DistributedSimulation.load_fields`).
+
+    Raises
+    ------
+    The DycoreError of the read or of a check (on every rank): a file that is no restart point,
+    another case or mesh configuration, appending to the restart file (serial only), a
+    snapshot at or after ``time.t_end``. Another exception on rank 0 aborts every rank.
+    """
+    import dataclasses
+
+    from dycore.errors import DycoreError
+    from dycore.parallel.mpi import abort_on_error
+
+    point, problem = None, None
+    if comm.rank == 0:
+        with abort_on_error(comm, passthrough=(DycoreError,)):
+            try:
+                point = _read_restart_point(config, restart, restart_at, path)
+            except DycoreError as exc:
+                problem = exc
+    problem = comm.bcast(problem, root=0)
+    if problem is not None:
+        raise problem
+    light = None
+    if comm.rank == 0:
+        light = dataclasses.replace(point, fields=None, coords=None, cell_nodes=None)
+    light = comm.bcast(light, root=0)
+    return point if comm.rank == 0 else light
+
+
+def _read_restart_point(config, restart, restart_at, path):
+    """:func:`_restart_point`'s read and checks (serial)."""
+    from dycore.io.restart import find_restart
+    from dycore.timestepping.simulation import _same_file, check_restart_config
+
+    point = find_restart(restart, restart_at, dt=config.time.dt)
+    check_restart_config(config, point)
+    if _same_file(path, point.checkpoint_of or point.path):
+        raise ConfigError(f"--restart {point.path}: appending to the restart file is not "
+                          "available in MPI runs; write a new file with --output NEW")
+    if point.step >= config.time.n_steps:
+        raise ConfigError(f"--restart {point.path}: its snapshot at t = {point.t:g} s "
+                          f"(step {point.step}) is at or after time.t_end = "
+                          f"{config.time.t_end:g} s; pass a later --t-end")
+    return point
+
+
 def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = False,
                     progress: bool | None = None, reduction: str = "exact", comm=None,
                     restart=None, restart_at: float | None = None):
@@ -76,7 +127,8 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     reduction : dot products of the solvers ("exact": same bits on any rank count)
     restart, restart_at : as :func:`~dycore.timestepping.simulation.run_from_config`, into a
         NEW output file only (appending to the restart file is serial-only: ConfigError);
-        ``max_steps`` then counts the steps after the restart
+        ``max_steps`` then counts the steps after the restart. Rank 0 alone reads the file
+        and sends each rank its local values
 
     Returns
     -------
@@ -108,18 +160,8 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
         raise ConfigError("backend.name: gpu in MPI runs needs backend.solver_mode: device "
                           "(GPU ranks solve on the device; pass --solver-mode device)")
     point, k0 = None, 0
-    if restart is not None:                                    # every rank reads the file
-        from dycore.io.restart import find_restart
-        from dycore.timestepping.simulation import _same_file, check_restart_config
-        point = find_restart(restart, restart_at, dt=config.time.dt)
-        check_restart_config(config, point)
-        if _same_file(path, point.checkpoint_of or point.path):
-            raise ConfigError(f"--restart {point.path}: appending to the restart file is not "
-                              "available in MPI runs; write a new file with --output NEW")
-        if point.step >= config.time.n_steps:
-            raise ConfigError(f"--restart {point.path}: its snapshot at t = {point.t:g} s "
-                              f"(step {point.step}) is at or after time.t_end = "
-                              f"{config.time.t_end:g} s; pass a later --t-end")
+    if restart is not None:            # rank 0 reads the file; the others get its verdict
+        point = _restart_point(comm, config, restart, restart_at, path)
         k0 = point.step
     check_before_build(config, path, overwrite=overwrite)      # same verdict on every rank
     if root and overwrite and point is None:

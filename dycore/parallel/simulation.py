@@ -238,25 +238,45 @@ class DistributedSimulation:
         if problem is not None:
             raise problem
 
-    def load_fields(self, fields: dict, t: float) -> None:
-        """Set the local state from GLOBAL host fields (names of ``OUTPUT_FIELDS``, (nnodes,)
-        each, the same on every rank) at model time ``t`` (a restart).
+    def load_fields(self, fields: dict | None, t: float) -> None:
+        """Set the local state from GLOBAL host fields at model time ``t`` (a restart; collective).
+
+        Parameters
+        ----------
+        fields : dict of str to ndarray (nnodes,), on rank 0 only (ignored elsewhere)
+            Every name of ``OUTPUT_FIELDS``. Rank 0 sends each rank the values at its local
+            nodes, one (n_local, 8) message per rank: no rank but 0 holds a global array.
+        t : float
+            Model time [s].
 
         Raises
         ------
-        ValueError naming the fields whose shape is not (nnodes,).
+        ValueError (on every rank) naming the fields whose shape is not (nnodes,).
         """
-        bad = [k for k in ("u", "v", "w", "p", "theta_prime", *TRACERS)
-               if np.shape(fields[k]) != (self.nnodes,)]
+        names = ("u", "v", "w", "p", "theta_prime", *TRACERS)
+        comm, root = self.comm, self.comm.rank == 0
+        l2gs = comm.gather(self.rp.l2g, root=0)
+        bad = None
+        if root:
+            bad = [k for k in names if np.shape(fields[k]) != (self.nnodes,)]
+        bad = comm.bcast(bad, root=0)
         if bad:
             raise ValueError(f"load_fields: field(s) {', '.join(bad)} do not have shape "
                              f"({self.nnodes},)")
-        g, put = self.rp.l2g, self._put
-        put(self.state.u, np.column_stack([fields["u"], fields["v"], fields["w"]])[g])
-        put(self.state.p, np.asarray(fields["p"], float)[g])
-        put(self.state.theta_prime, np.asarray(fields["theta_prime"], float)[g])
-        for k in TRACERS:
-            put(self.state.q[k], np.asarray(fields[k], float)[g])
+        if root:
+            block = np.column_stack([np.asarray(fields[k], np.float64) for k in names])
+            for r in range(1, comm.size):
+                comm.send(np.ascontiguousarray(block[l2gs[r]]), dest=r, tag=_SETUP_TAG + 1)
+            local = block[self.rp.l2g]
+            del block
+        else:
+            local = comm.recv(source=0, tag=_SETUP_TAG + 1)
+        put = self._put
+        put(self.state.u, np.ascontiguousarray(local[:, 0:3]))
+        put(self.state.p, np.ascontiguousarray(local[:, 3]))
+        put(self.state.theta_prime, np.ascontiguousarray(local[:, 4]))
+        for j, k in enumerate(TRACERS):
+            put(self.state.q[k], np.ascontiguousarray(local[:, 5 + j]))
         self.state.t = float(t)
         self.stepper.state_changed()          # which tracers are zero: decided anew
 

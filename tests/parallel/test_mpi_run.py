@@ -164,3 +164,15 @@ def test_a_write_failing_on_rank_0s_writer_thread_stops_every_rank_once(tmp_path
     assert proc.stderr.count("rank 0 of 2: OutputError") == 1, proc.stderr
     kept = _read(out)
     assert kept["time"][0] == 0.0 and np.isfinite(kept["w"][0]).all()
+
+
+def test_a_restart_file_only_rank_0_reads_and_its_error_once(tmp_path):
+    """Rank 0 alone reads ``--restart`` (the others get its verdict, then their local values):
+    a file that is no dycore output stops every rank with one message."""
+    junk = tmp_path / "junk.nc"
+    junk.write_bytes(b"not a netCDF file")
+    proc = launch(2, "-m", "dycore", "run", str(_config(tmp_path)), "--restart", str(junk),
+                  "--output", str(tmp_path / "x.nc"), timeout=120)
+    assert proc.returncode == 1, proc.stderr                   # OutputError
+    assert proc.stderr.count("junk.nc: cannot open restart file") == 1, proc.stderr
+    assert not (tmp_path / "x.nc").exists()
