@@ -8,11 +8,11 @@ For each variant, in the order given (default declared, all entries, declared ag
 drift between the phases shows): the kernel alone (the launch of the atomic rule with the
 arguments of one assembler call; the values keep accumulating, which costs the same atomics),
 and the whole assembler call (zero-fill of the values and the rhs, then the kernel), each the
-median, minimum and maximum of ``repeat`` timings with markers on the backend's stream (CUDA
-events on a GPU, the host clock under the simulator); and the assembled values against the
-deterministic assembly (element arrays + gather, the CPU's order) on the same backend: the
-largest difference relative to max |values| (atomic order only) and the number of undeclared
-block entries that are not exactly 0.0 (must be 0).
+median, minimum and maximum of ``repeat`` timings (:func:`~dycore.bench.timing.time_gpu`: CUDA
+events on the backend's stream, the host clock under the simulator); and the assembled values
+against the deterministic assembly (element arrays + gather, the CPU's order) on the same
+backend: the largest difference relative to max |values| (atomic order only) and the number of
+undeclared block entries that are not exactly 0.0 (must be 0).
 
 Used by ``scripts/momentum_scatter_ab.py`` (the GPU command) and tests/parity/test_scatter_ab.py
 (the simulator).
@@ -25,7 +25,7 @@ import numpy as np
 
 from dycore.assembly.codegen import render_gpu
 from dycore.assembly.loop_spec import ATOMIC, LoopTable, Output
-from dycore.bench.timing import kernel_resources, stats
+from dycore.bench.timing import kernel_resources, time_gpu
 
 __all__ = ["dense_source", "dense_kernel_body", "scatter_ab", "VARIANTS"]
 
@@ -75,19 +75,10 @@ def _compile(backend, fn):
     return cuda.jit(fn, lto=False)
 
 
-def _time(backend, fn, repeat: int, warmup: int) -> dict:
-    """:func:`stats` of ``repeat`` calls of ``fn`` timed with markers on the backend's stream
-    (after ``warmup`` untimed calls and a synchronize)."""
-    for _ in range(warmup):
-        fn()
-    backend.synchronize()
-    ms = []
-    for _ in range(repeat):
-        a = backend.marker().record()
-        fn()
-        b = backend.marker().record()
-        ms.append(a.elapsed_ms(b))
-    return stats(ms)
+def _momentum_args(d: dict) -> tuple:
+    """The arguments of ``Assembler.momentum`` from :func:`~dycore.checks.operators.inputs_on`."""
+    return tuple(d[k] for k in ("u_nl", "u_old", "buoy", "p", "sigma", "u_ref", "nu", "f_cor",
+                                "dt_theta"))
 
 
 def scatter_ab(mesh, sp, repeat: int = 20, warmup: int = 2, block: int = 128,
@@ -107,7 +98,7 @@ def scatter_ab(mesh, sp, repeat: int = 20, warmup: int = 2, block: int = 128,
     dict with ``mesh`` (tets, nodes, nnz), ``device``, ``atomics_per_element`` (label ->
     matrix + rhs atomics), ``kernel_resources`` (label -> registers / local bytes, None under
     the simulator) and ``runs``: one dict per entry of ``order`` with ``variant``,
-    ``kernel`` and ``call`` (:func:`stats`, ms), ``kernel_atomic_gb_s`` (8 bytes per atomic
+    ``kernel`` and ``call`` (:func:`~dycore.bench.timing.stats`, ms), ``kernel_atomic_gb_s`` (8 bytes per atomic
     over the kernel's median), ``max_rel_diff_vs_deterministic``, ``undeclared_nonzero``
     (count) and ``rhs_max_rel_diff_vs_deterministic``.
 
@@ -129,16 +120,12 @@ def scatter_ab(mesh, sp, repeat: int = 20, warmup: int = 2, block: int = 128,
 
     det_b = gpu_backend(assembly="deterministic", block=block, solver_mode="host")
     det = det_b.assembler(mesh, sp, StageTimers())
-    d = inputs_on(det_b, host)
-    args = (d["u_nl"], d["u_old"], d["buoy"], d["p"], d["sigma"], d["u_ref"], d["nu"],
-            d["f_cor"], d["dt_theta"])
+    args = _momentum_args(inputs_on(det_b, host))
     ref_v, ref_r = (det_b.to_host(a).copy() for a in det.momentum(*args))
 
     b = gpu_backend(assembly="atomic", block=block, solver_mode="host")
     asm = b.assembler(mesh, sp, StageTimers())
-    d = inputs_on(b, host)
-    args = (d["u_nl"], d["u_old"], d["buoy"], d["p"], d["sigma"], d["u_ref"], d["nu"],
-            d["f_cor"], d["dt_theta"])
+    args = _momentum_args(inputs_on(b, host))
     kernels = {"declared": b.kernels.loops["momentum"],
                "all entries": _compile(b, dense_kernel_body(ASSEMBLY, "momentum"))}
 
@@ -168,9 +155,9 @@ def scatter_ab(mesh, sp, repeat: int = 20, warmup: int = 2, block: int = 128,
         for label in order:
             b.kernels.loops["momentum"] = kernels[label]
             v, r = (b.to_host(a).copy() for a in asm.momentum(*args))
-            kernel = _time(b, lambda: b.launch_loop(recorded["loop"], ATOMIC,
-                                                    recorded["args"]), repeat, warmup)
-            call = _time(b, lambda: asm.momentum(*args), repeat, warmup)
+            kernel = time_gpu(lambda: b.launch_loop(recorded["loop"], ATOMIC, recorded["args"]),
+                              repeat, warmup, stream=b.nb_stream)
+            call = time_gpu(lambda: asm.momentum(*args), repeat, warmup, stream=b.nb_stream)
             resources[label] = kernel_resources(kernels[label])
             runs.append({
                 "variant": label, "kernel": kernel, "call": call,

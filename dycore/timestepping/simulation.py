@@ -134,6 +134,7 @@ class Simulation:
         if folder is None or self.config.mesh.file is not None:
             return build(), None
         cache = mesh_cache(folder, self.config, self.params)
+
         def arrays_of(mesh):
             return {f.name: getattr(mesh, f.name) for f in dataclasses.fields(mesh)}
         arrays = cache.get("mesh", lambda: arrays_of(build()), clock, "mesh")
