@@ -98,9 +98,9 @@ def scatter_ab(mesh, sp, repeat: int = 20, warmup: int = 2, block: int = 128,
     dict with ``mesh`` (tets, nodes, nnz), ``device``, ``atomics_per_element`` (label ->
     matrix + rhs atomics), ``kernel_resources`` (label -> registers / local bytes, None under
     the simulator) and ``runs``: one dict per entry of ``order`` with ``variant``,
-    ``kernel`` and ``call`` (:func:`~dycore.bench.timing.stats`, ms), ``kernel_atomic_gb_s`` (8 bytes per atomic
-    over the kernel's median), ``max_rel_diff_vs_deterministic``, ``undeclared_nonzero``
-    (count) and ``rhs_max_rel_diff_vs_deterministic``.
+    ``kernel`` and ``call`` (:func:`~dycore.bench.timing.stats`, ms), ``kernel_atomic_gb_s``
+    (8 bytes per atomic over the kernel's median), ``max_rel_diff_vs_deterministic``,
+    ``undeclared_nonzero`` (count) and ``rhs_max_rel_diff_vs_deterministic``.
 
     Raises
     ------

@@ -1,11 +1,11 @@
 """On-disk cache of the set-up that depends only on the mesh and the configuration.
 
 What a run builds before its first step — the sparsity pattern and assembly tables, the mesh-only
-operators (lumped masses, C, K_p, CMC + KMK) and the pressure AMG hierarchy — is a pure function
-of the mesh, a few configuration sections and the code that builds it; a generated mesh is a
-pure function of the case and the ``mesh`` section (:func:`mesh_cache`, its own key). The
-paper-size mesh spent 13 s there on an H200 (7.6 s of it in PyAMG's set-up), more than the 720
-steps after it took on the GPU. A second run of the same mesh and configuration loads the arrays instead.
+operators (lumped masses, C, K_p, CMC + KMK) and the pressure AMG hierarchy — is a pure function of
+the mesh, a few configuration sections and the code that builds it; a generated mesh is a pure
+function of the case and the ``mesh`` section (:func:`mesh_cache`, its own key). The paper-size mesh
+spent 13 s there on an H200 (7.6 s of it in PyAMG's set-up), more than the 720 steps after it took
+on the GPU. A second run of the same mesh and configuration loads the arrays instead.
 
 Where it lives
 --------------

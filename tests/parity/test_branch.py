@@ -3,11 +3,11 @@
 On a GPU they run on a second stream beside the momentum predictor; that is only right if,
 between the fork and the join, the main stream neither reads what the branch writes nor
 overwrites what it reads. :class:`DeferredBranch` issues the branch's work at the join, the
-latest point that contract allows: the fields must come out bit for bit as with the work
-issued in order (:class:`InlineBranch`) — on the CPU and on the device step under the
-simulator (graph-replayed iterations, device solvers, deterministic assembly), with q_c made active so that the
-branch holds several tracers, and with θ′ and q of different diffusivities (each tracer then
-assembles its own matrix on the branch).
+latest point that contract allows: the fields must come out bit for bit as with the work issued
+in order (:class:`InlineBranch`) — on the CPU and on the device step under the simulator
+(graph-replayed iterations, device solvers, deterministic assembly), with q_c made active so
+that the branch holds several tracers, and with θ′ and q of different diffusivities (each tracer
+then assembles its own matrix on the branch).
 """
 import numpy as np
 import pytest
