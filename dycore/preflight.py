@@ -224,8 +224,12 @@ def courant_number(u_ref: float, dt: float, coords: np.ndarray,
         an unstructured mesh, whose distinct values may lie 1e-13 m apart).
     """
     if tets is not None:
-        x = np.asarray(coords)[np.asarray(tets)][:, :, :2]            # (nele, 4, 2)
-        extent = np.ptp(x, axis=1).min(axis=1) if len(x) else np.empty(0)
+        coords, tets = np.asarray(coords), np.asarray(tets)
+        extent = None
+        for axis in (0, 1):             # one (nele, 4) gather per axis, not (nele, 4, 3)
+            c = np.ascontiguousarray(coords[:, axis])[tets]
+            e = c.max(axis=1) - c.min(axis=1)
+            extent = e if extent is None else np.minimum(extent, e)
         extent = extent[extent > 0]
         return u_ref * dt / float(extent.min()) if extent.size else 0.0
     gaps = np.concatenate([np.diff(np.unique(coords[:, axis])) for axis in (0, 1)])

@@ -9,6 +9,8 @@ NumPy arrays, which is how CI tests this backend without a GPU.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import config as numba_config
 from numba import cuda
@@ -24,6 +26,12 @@ from dycore.backend.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
 __all__ = ["GPUBackend", "SimulatorBackend", "EventMarker", "Graph", "gpu_backend"]
+
+#: numba-cuda warns at every launch of fewer than 128 blocks; ours are deliberate (a reduction's
+#: second pass, the coarse AMG levels, the small meshes of tests) and the warnings buried a
+#: run's own messages, so they are off unless NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS is set
+if "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS" not in os.environ:
+    numba_config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
 
 
 class EventMarker:

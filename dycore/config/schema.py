@@ -273,7 +273,7 @@ class LinearSolverConfig(_Section):
         "gmres", unit="-", description="Krylov method (cg only for the SPD pressure system), "
         "or direct: the constant pressure matrix factorised once per run (cuDSS on a GPU with "
         "device solvers, SuperLU on the host), or auto: direct on a GPU with device solvers "
-        "where cuDSS is installed and the matrix has at most 500,000 rows, cg otherwise "
+        "where cuDSS is installed and the matrix has at most 1,000,000 rows, cg otherwise "
         "(pressure only; docs/performance.md)")
     preconditioner: Literal["amg", "jacobi", "block_jacobi", "ilu", "none"] = _field(
         "jacobi", unit="-", description="preconditioner (amg: pressure only)")

@@ -13,7 +13,7 @@ if [ -f "$here/.cudss2/part_b" ] && [ -f /tmp/cudss/part_a ]; then
   cp "$here"/.cudss2/libcudss_mtlayer_gomp.so.0 /tmp/cudss/ 2>/dev/null
   if [ -n "$lib" ]; then mkdir -p "$lib" && cp /tmp/cudss/*.so.0 "$lib/"; fi
   export LD_LIBRARY_PATH="/tmp/cudss:${lib:+$lib:}${LD_LIBRARY_PATH}"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nvmath-site "$here"/.cudss2/nvmath_python-*.whl
+  python3 -m pip install -q --no-index --no-deps --target /tmp/nvmath-site "$here"/.cudss2/nvmath_python-*.whl
   export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/nvmath-site"
   python3 -c "from nvmath.bindings import cudss; print('cuDSS', cudss.get_property(0), cudss.get_property(1), cudss.get_property(2))"
 fi

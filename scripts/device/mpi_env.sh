@@ -9,7 +9,7 @@
 # ). Ends with the check that two ranks see a world of size 2. Source it after scripts/gpu_env.sh.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 site=${DYCORE_MPI_SITE:-/tmp/mpi-site}
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
+python3 -m pip install -q --no-index --no-deps --target "$site" \
     "$here"/.whl_mpi/mpi4py-*.whl "$here"/.whl_mpi/pymetis-*.whl
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export NCCL_NVLS_ENABLE=0

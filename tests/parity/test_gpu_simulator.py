@@ -119,3 +119,21 @@ def test_one_step_gpu_equals_cpu():
         assert np.array_equal(fc[k], fd[k]), k
         scale = max(np.abs(fc[k]).max(), 1e-30)
         assert np.max(np.abs(fc[k] - fa[k])) <= 1e-10 * scale, k
+
+
+@pytest.mark.parametrize("env, expected", [(None, 0), ("1", 1)])
+def test_low_occupancy_warnings_are_off_unless_asked_for(env, expected):
+    """Importing the GPU backend turns numba-cuda's small-grid warning off; the user's
+    NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS is left to decide (a fresh interpreter each)."""
+    import subprocess
+    import sys
+
+    environ = {k: v for k, v in os.environ.items() if k != "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"}
+    environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    if env is not None:
+        environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = env
+    code = ("import dycore.backend.gpu; from numba import config; "
+            "print(int(config.CUDA_LOW_OCCUPANCY_WARNINGS))")
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == str(expected)
