@@ -171,10 +171,12 @@ class SetupCache:
             return
         self._prune()
 
-    def cached(self, name: str, timers=None, label: str | None = None) -> dict | None:
-        """Load ``name`` and count it a hit (a ``set-up cache: load <label>`` row in
-        ``timers``), or None when it is not there (nothing counted: :meth:`get` or
-        :meth:`store` follows)."""
+    def get(self, name: str, build, timers=None, label: str | None = None) -> dict:
+        """Load ``name``, or ``build()`` it (a dict of arrays) and store it.
+
+        ``timers`` (StageTimers) gets a row ``set-up cache: load <label>`` for a hit; a miss
+        is timed by the stages inside ``build``.
+        """
         t0 = time.perf_counter()
         arrays = self.load(name)
         if arrays is not None:
@@ -182,16 +184,6 @@ class SetupCache:
             if timers is not None:
                 timers.add(f"set-up cache: load {label or name}",
                            1e3 * (time.perf_counter() - t0))
-        return arrays
-
-    def get(self, name: str, build, timers=None, label: str | None = None) -> dict:
-        """Load ``name``, or ``build()`` it (a dict of arrays) and store it.
-
-        ``timers`` (StageTimers) gets a row ``set-up cache: load <label>`` for a hit; a miss
-        is timed by the stages inside ``build``.
-        """
-        arrays = self.cached(name, timers, label)
-        if arrays is not None:
             return arrays
         self.misses.append(name)
         arrays = build()

@@ -24,8 +24,7 @@ import numpy as np
 from dycore.errors import ConfigError
 from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy
-from dycore.solvers.direct import (BackgroundFactorisation, direct_solver, on_gpu,
-                                   pressure_method)
+from dycore.solvers.direct import direct_solver, on_gpu, pressure_method
 from dycore.solvers.krylov import DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG
 
 __all__ = ["DeviceSystems"]
@@ -70,14 +69,14 @@ class DeviceSystems:
             if c.method == "gmres":
                 log.info("solvers.%s.method gmres: device mode runs BiCGStab with the same "
                          "rtol/atol", name)
-        self.pcg = self._direct = self._pending = None
+        self.pcg = self.direct = None
         self.pressure_method, why = pressure_method(cfg.pressure, backend, self.n)
         if cfg.pressure.method == "auto":
             log.info("solvers.pressure.method auto: %s (%s)", self.pressure_method, why)
         if self.pressure_method == "direct":
             self.b_arr, self.bv = la.zeros(self.n)
             self.x_arr = la.zeros(self.n)[0]
-            self._factorise(ops, cfg, setup_cache)
+            self.direct = self._factorise(ops, cfg, setup_cache)
         else:
             a, m = self._pressure_cg_parts(ops, cfg, smoother, sweeps, max_coarse, setup_cache)
             self.pcg = DevicePCG(la, a, m, cfg.pressure, self.ctl[_PRESSURE])
@@ -101,53 +100,23 @@ class DeviceSystems:
         self._indices = backend.to_device(sparsity.indices.astype(np.int32))
         self._matrices, self._views = {}, {}
 
-    #: factorise the pressure matrix on a worker thread beside the rest of the set-up, joined
-    #: at the first pressure solve (False: here, in order; an A/B switch, not a config key)
-    factorise_in_background = True
-
     def _factorise(self, ops, cfg, setup_cache):
-        """Start (or make) the direct pressure solver (:attr:`direct`); on a GPU its
-        fill-reducing ordering (the analysis's costly host part) comes from the set-up cache,
-        or from this factorisation, which stores it there."""
-        perm, self._cache = None, None
-        if setup_cache is not None and on_gpu(self.b):
-            hit = setup_cache.cached("cudss-ordering", self.timers, "cuDSS ordering")
-            if hit is None:
-                self._cache = setup_cache           # store the ordering once it is made
-            else:
-                perm = hit["perm"]
-        a, rtol = ops.pressure_host, cfg.pressure.rtol
-        if self.factorise_in_background:
-            self._pending = BackgroundFactorisation(self.b, a, self.b_arr, self.x_arr, rtol,
-                                                    perm)
-            return
-        with self.timers("pressure factorisation (once)"):
-            self._set_direct(direct_solver(self.b, a, self.b_arr, self.x_arr, rtol, perm=perm))
+        """The direct pressure solver; on a GPU its fill-reducing ordering (the analysis's
+        costly host part) comes from the set-up cache, or from the first factorisation,
+        which stores it there."""
+        def factorise(perm=None):
+            with self.timers("pressure factorisation (once)"):
+                return direct_solver(self.b, ops.pressure_host, self.b_arr, self.x_arr,
+                                     cfg.pressure.rtol, perm=perm)
+        if setup_cache is None or not on_gpu(self.b):
+            return factorise()
+        made = []
 
-    def _set_direct(self, solver) -> None:
-        self._direct = solver
-        if self._cache is not None:
-            self._cache.get("cudss-ordering", lambda: {"perm": solver.permutation()},
-                            self.timers, "cuDSS ordering")
-            self._cache = None
-
-    @property
-    def direct(self):
-        """The direct pressure solver (CudssDirect / HostDirect), None with CG; waits for a
-        factorisation still running beside the set-up (its worker's seconds become the stage
-        ``pressure factorisation (once, beside the set-up)``).
-
-        Raises
-        ------
-        what the factorisation raised (SolverDivergedError, ConfigError).
-        """
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            solver = pending.result()
-            self.timers.add("pressure factorisation (once, beside the set-up)",
-                            1e3 * pending.wall_s)
-            self._set_direct(solver)
-        return self._direct
+        def ordering():
+            made.append(factorise())
+            return {"perm": made[0].permutation()}
+        perm = setup_cache.get("cudss-ordering", ordering, self.timers, "cuDSS ordering")["perm"]
+        return made[0] if made else factorise(perm)
 
     def _pressure_cg_parts(self, ops, cfg, smoother, sweeps, max_coarse, setup_cache):
         """(DeviceMatrix, preconditioner) of the pressure CG: the V-cycle (sets

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 import weakref
 
@@ -32,8 +31,8 @@ import scipy.sparse.linalg as spla
 
 from dycore.errors import ConfigError, SolverDivergedError
 
-__all__ = ["HostDirect", "CudssDirect", "BackgroundFactorisation", "direct_solver",
-           "check_factorisation", "pressure_method", "on_gpu", "AUTO_DIRECT_MAX_ROWS"]
+__all__ = ["HostDirect", "CudssDirect", "direct_solver", "check_factorisation",
+           "pressure_method", "on_gpu", "AUTO_DIRECT_MAX_ROWS"]
 
 #: ``method: auto`` factorises pressure matrices up to this many rows (measured on an H200:
 #: 98,441 rows — solve 3.0 ms against 7.1 ms for CG + AMG, factors 164 M nonzeros;
@@ -138,8 +137,6 @@ class CudssDirect:
         may differ in the last bits, as the atomic assembly's sums do
     options : {cuDSS ConfigParam name: value} — further settings (an enum member's name for
         SOLVE_ALG, FACTORIZATION_ALG, REORDERING_ALG; an int otherwise)
-    stream : CuPy stream for the set-up's uploads, factorisation and checks (default the
-        backend's); :meth:`use_stream` points the solves at another one afterwards
 
     With ``CUDSS_THREADING_LIB`` set to cuDSS's threading layer (``libcudss_mtlayer_gomp.so``),
     the host part of the analysis runs multithreaded.
@@ -159,7 +156,7 @@ class CudssDirect:
     name = "cuDSS"
 
     def __init__(self, backend, a, b, x, rtol: float = 1e-10, reordering: str = "DEFAULT",
-                 perm=None, deterministic: bool = False, options=None, stream=None):
+                 perm=None, deterministic: bool = False, options=None):
         try:
             from nvmath.bindings import cudss
         except Exception as exc:  # noqa: BLE001 - ImportError or a missing shared library
@@ -168,13 +165,11 @@ class CudssDirect:
                 f"the GPU ({type(exc).__name__}: {exc}); install it with {CUDSS_INSTALL}, or "
                 f"use solvers.pressure.method: cg") from exc
         self.cd, self.b_arr, self.x_arr, self.backend = cudss, b, x, backend
-        self.stream = backend.stream if stream is None else stream
         xp, n = backend.xp, a.shape[0]
         a = sp.csr_matrix(a)
-        with self.stream:
-            self._arrays = (xp.asarray(a.indptr.astype(np.int32)),
-                            xp.asarray(a.indices.astype(np.int32)),
-                            xp.asarray(a.data.astype(np.float64)))
+        self._arrays = (xp.asarray(a.indptr.astype(np.int32)),
+                        xp.asarray(a.indices.astype(np.int32)),
+                        xp.asarray(a.data.astype(np.float64)))
         ptr, idx, val = self._arrays
         t = time.perf_counter()
         try:
@@ -183,7 +178,7 @@ class CudssDirect:
             raise ConfigError(
                 f"solvers.pressure.method: direct: the cuDSS library could not be loaded "
                 f"({type(exc).__name__}: {exc}); install it with {CUDSS_INSTALL}") from exc
-        cudss.set_stream(self.handle, self.stream.ptr)
+        cudss.set_stream(self.handle, backend.stream.ptr)
         if os.environ.get("CUDSS_THREADING_LIB"):      # cuDSS's multithreaded reordering
             cudss.set_threading_layer(self.handle, os.environ["CUDSS_THREADING_LIB"])
         self.config = cudss.config_create()
@@ -209,10 +204,10 @@ class CudssDirect:
         self._finalizer = weakref.finalize(self, _destroy, cudss, self.handle, self.config,
                                            self.data, (self.a, self.b, self.x))
         self._execute(cudss.Phase.ANALYSIS)
-        self.stream.synchronize()
+        backend.synchronize()
         self.analysis_s = time.perf_counter() - t
         self._execute(cudss.Phase.FACTORIZATION)
-        self.stream.synchronize()
+        backend.synchronize()
         self.setup_s = time.perf_counter() - t
         info = self._get(cudss.DataParam.INFO, np.int32)
         if info != 0:
@@ -239,37 +234,24 @@ class CudssDirect:
         """The reordering the analysis chose, (n,) int32 (cuDSS ``PERM_REORDER_ROW``)."""
         return self._get(self.cd.DataParam.PERM_REORDER_ROW, np.int32, self.b_arr.size)
 
-    def use_stream(self, stream) -> None:
-        """Issue the solves on ``stream`` (a CuPy stream) from now on."""
-        self.stream = stream
-        self.cd.set_stream(self.handle, stream.ptr)
-
     def solve(self) -> None:
-        """x ← A⁻¹ b: issued on the solver's stream, returns at once (no host sync)."""
+        """x ← A⁻¹ b: issued on the backend's stream, returns at once (no host sync)."""
         self._execute(self.cd.Phase.SOLVE)
 
-    def _to_device(self, host, out) -> None:
-        with self.stream:
-            out.set(np.ascontiguousarray(host, dtype=np.float64), stream=self.stream)
-
-    def _to_host(self, a):
-        return self.backend.xp.asnumpy(a, stream=self.stream)
-
     def _solve_host(self, rhs):
-        self._to_device(rhs, self.b_arr)
+        self.b_arr[...] = self.backend.to_device(rhs)
         self.solve()
-        return self._to_host(self.x_arr)
+        return self.backend.to_host(self.x_arr)
 
     def _try_capture(self) -> bool:
         """Capture one solve into a CUDA graph and replay it: True if that works and gives the
         bits of the solve issued directly (then the solve may sit inside a captured iteration)."""
         import cupy
-        stream = self.stream
-        self._to_device(np.random.default_rng(7).standard_normal(self.b_arr.size), self.b_arr)
+        stream, b = self.backend.stream, self.backend
+        self.b_arr[...] = b.to_device(np.random.default_rng(7).standard_normal(self.b_arr.size))
         self.solve()
-        direct = self._to_host(self.x_arr)
-        with stream:
-            self.x_arr.fill(0.0)
+        direct = b.to_host(self.x_arr)
+        self.x_arr.fill(0.0)
         try:
             stream.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeRelaxed)
             try:
@@ -277,7 +259,7 @@ class CudssDirect:
             finally:
                 graph = stream.end_capture()
             graph.launch(stream=stream)
-            same = bool(np.array_equal(self._to_host(self.x_arr), direct))
+            same = bool(np.array_equal(b.to_host(self.x_arr), direct))
         except Exception as exc:  # noqa: BLE001 - any capture failure: split the graphs
             log.info("cuDSS solve not capturable (%s: %s): the Picard iteration's graph is "
                      "split around it", type(exc).__name__, exc)
@@ -335,8 +317,7 @@ def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
     return "direct", "cuDSS on the GPU"
 
 
-def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None, stream=None,
-                  report: bool = True):
+def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None):
     """The direct solver for the backend's arrays: cuDSS on a GPU, SuperLU on host arrays.
 
     cuDSS runs in its deterministic mode where the run asks for reproducible sums
@@ -347,95 +328,17 @@ def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None, stream=None,
     backend : CPUBackend / GPUBackend / its simulator; a : scipy sparse (n, n)
     b, x : (n,) float64 backend arrays (right-hand side, solution)
     perm : a cached cuDSS ordering (:meth:`CudssDirect.permutation`) or None
-    stream : the CuPy stream of cuDSS's set-up (default the backend's; GPU only)
-    report : log the set-up time and fill (:func:`report_factorisation`)
 
     Returns
     -------
-    CudssDirect or HostDirect, factorised and checked
+    CudssDirect or HostDirect, factorised and checked (logs its set-up time and fill)
     """
     gpu = on_gpu(backend)
-    s = (CudssDirect(backend, a, b, x, rtol, perm=perm, deterministic=_reproducible(backend),
-                     stream=stream)
+    s = (CudssDirect(backend, a, b, x, rtol, perm=perm, deterministic=_reproducible(backend))
          if gpu else HostDirect(a, b, x, rtol))
-    if report:
-        report_factorisation(s, a)
-    return s
-
-
-def report_factorisation(s, a) -> None:
-    """Log one line on the factorisation ``s`` of ``a``: rows, seconds, fill, set-up residual,
-    whether its solve sits inside the captured iteration graphs."""
-    gpu = isinstance(s, CudssDirect)
     log.info("pressure: %s factorisation of %d rows in %.2f s (%d nonzeros in the factors, "
              "%.1f× the matrix), set-up residual %.1e%s", s.name, a.shape[0], s.setup_s, s.fill,
              s.fill / max(a.nnz, 1), s.residual,
              "" if not gpu else (", solve captured in the iteration graphs" if s.capturable
                                     else ", iteration graphs split around the solve"))
-
-
-class BackgroundFactorisation:
-    """:func:`direct_solver` on a worker thread — on a GPU with a CUDA stream of its own — so
-    that the run's remaining set-up (the Courant check, the output file, the first snapshot,
-    the first step's kernel loads) goes on beside the factorisation; :meth:`result` joins it.
-
-    cuDSS's analysis and factorisation run in C with the GIL released, so the main thread's
-    Python work proceeds meanwhile; the factorisation reads only its own arrays (the matrix it
-    uploads, the solver's ``b`` and ``x`` buffers, which nothing else touches before the first
-    pressure solve). On a GPU the set-up is finished on the worker's stream (synchronised)
-    before :meth:`result` points the solves at the backend's stream.
-
-    Parameters
-    ----------
-    as :func:`direct_solver` (backend, a, b, x, rtol, perm)
-
-    Attributes
-    ----------
-    wall_s : float or None — the worker's seconds, None while it runs
-    """
-
-    def __init__(self, backend, a, b, x, rtol: float = 1e-10, perm=None):
-        self.backend, self.a, self.wall_s = backend, a, None
-        self._out: dict = {}
-        stream = device = None
-        if on_gpu(backend):
-            backend.synchronize()              # b and x were zeroed on the backend's stream
-            stream = backend.xp.cuda.Stream(non_blocking=True)
-            device = backend.xp.cuda.Device()  # the current device is per thread in CuPy
-
-        def work():
-            t = time.perf_counter()
-            try:
-                if device is None:
-                    self._out["solver"] = direct_solver(backend, a, b, x, rtol, perm,
-                                                        report=False)
-                else:
-                    with device:
-                        s = direct_solver(backend, a, b, x, rtol, perm, stream=stream,
-                                          report=False)
-                        stream.synchronize()
-                    self._out["solver"] = s
-            except BaseException as exc:  # noqa: BLE001 - re-raised by result()
-                self._out["error"] = exc
-            finally:
-                self.wall_s = time.perf_counter() - t
-        self._thread = threading.Thread(target=work, name="dycore-factorise")
-        self._thread.start()
-
-    def result(self):
-        """The factorised solver (CudssDirect / HostDirect), its solves on the backend's stream;
-        waits for the worker.
-
-        Raises
-        ------
-        what the factorisation raised (ConfigError, SolverDivergedError), in the caller's
-        thread.
-        """
-        self._thread.join()
-        if "error" in self._out:
-            raise self._out.pop("error")
-        s = self._out["solver"]
-        if isinstance(s, CudssDirect):
-            s.use_stream(self.backend.stream)
-        report_factorisation(s, self.a)
-        return s
+    return s

@@ -97,74 +97,37 @@ def test_direct_is_for_the_pressure_matrix_only():
                     {"solvers": {"momentum": {"method": "direct"}}})
 
 
-@pytest.mark.parametrize("background", [True, False])
-def test_the_cudss_ordering_comes_from_the_setup_cache(tmp_path, monkeypatch, background):
+def test_the_cudss_ordering_comes_from_the_setup_cache(tmp_path, monkeypatch):
     """On a GPU the first factorisation stores its ordering; the next run's passes it back
-    (a stand-in for cuDSS records what it was given), whether the factorisation runs beside
-    the set-up (joined at the first use of ``direct``) or in order."""
+    (a stand-in for cuDSS records what it was given)."""
     import types
 
     import dycore.solvers.device as device
-    import dycore.solvers.direct as direct
     from dycore.backend.timers import StageTimers
     from dycore.io.setup_cache import SetupCache
 
     given = []
 
     class FakeCudss:
-        name, setup_s, fill, residual, capturable = "fake", 0.0, 1, 0.0, False
-
         def __init__(self, perm):
             self.perm = perm
 
         def permutation(self):
             return np.arange(5, dtype=np.int32)[::-1]
 
-    def fake_direct_solver(backend, a, b, x, rtol, perm=None, stream=None, report=True):
+    def fake_direct_solver(backend, a, b, x, rtol, perm=None):
         given.append(perm)
         return FakeCudss(perm)
 
     monkeypatch.setattr(device, "on_gpu", lambda backend: True)
     monkeypatch.setattr(device, "direct_solver", fake_direct_solver)
-    monkeypatch.setattr(direct, "direct_solver", fake_direct_solver)   # the worker's
-    monkeypatch.setattr(device.DeviceSystems, "factorise_in_background", background)
     cfg = types.SimpleNamespace(pressure=types.SimpleNamespace(rtol=1e-10))
-    ops = types.SimpleNamespace(pressure_host=sp.identity(5, format="csr"))
+    ops = types.SimpleNamespace(pressure_host=None)
     for run in range(2):
         cache = SetupCache(tmp_path, (np.arange(3.0),), {"k": 1})
-        d = device.DeviceSystems.__new__(device.DeviceSystems)
-        d.b, d.b_arr, d.x_arr, d.timers = None, None, None, StageTimers()
-        d._direct = d._pending = None
-        d._factorise(ops, cfg, cache)
-        assert (d._pending is not None) == background
-        solver = d.direct                       # joins a worker, stores a new ordering
-        assert d._pending is None and d.direct is solver
+        stub = types.SimpleNamespace(b=None, b_arr=None, x_arr=None, timers=StageTimers())
+        d = device.DeviceSystems._factorise(stub, ops, cfg, cache)
         assert (cache.misses, cache.hits) == ((["cudss-ordering"], []) if run == 0
                                               else ([], ["cudss-ordering"]))
-        rows = d.timers.as_dict()
-        assert ("pressure factorisation (once, beside the set-up)" in rows) == background
     assert given[0] is None and np.array_equal(given[1], [4, 3, 2, 1, 0]) and len(given) == 2
-    assert np.array_equal(solver.perm, [4, 3, 2, 1, 0])
-
-
-def test_a_factorisation_beside_the_setup_solves_or_raises_in_the_callers_thread():
-    """BackgroundFactorisation on host arrays (SuperLU): the joined solver solves; a singular
-    matrix's error reaches the thread that asks for the result, with SuperLU's message."""
-    import threading
-
-    from dycore.solvers.direct import BackgroundFactorisation
-
-    n = 40
-    lap = sp.diags([-np.ones(n - 1), 2.0 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).tocsr()
-    b, x = np.arange(1.0, n + 1), np.zeros(n)
-    bg = BackgroundFactorisation(None, lap, b, x, 1e-10)
-    assert bg._thread.name == "dycore-factorise" and bg._thread is not threading.current_thread()
-    d = bg.result()
-    assert isinstance(d, HostDirect) and bg.wall_s > 0.0 and d.residual < 1e-13
-    d.solve()
-    np.testing.assert_allclose(lap @ x, b, rtol=1e-12)
-    singular = sp.diags([-np.ones(n - 1), np.r_[1.0, 2.0 * np.ones(n - 2), 1.0],
-                         -np.ones(n - 1)], [-1, 0, 1]).tocsr()
-    bad = BackgroundFactorisation(None, singular, np.zeros(n), np.zeros(n))
-    with pytest.raises(SolverDivergedError, match="method: cg"):
-        bad.result()
+    assert np.array_equal(d.perm, [4, 3, 2, 1, 0])
