@@ -90,6 +90,7 @@ def worker(args) -> None:
                 "transport": type(t).__name__, "device": sim.backend.describe(),
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "timers_rank0": sim.timers.as_dict()}, default=float))
+        sim.close()               # graphs, then the NCCL communicator: the ranks can exit
 
 
 def _mpiexec() -> str:

@@ -65,6 +65,13 @@ class NcclTransport:
         uid = nccl.get_unique_id() if comm.rank == 0 else None
         return cls(comm.rank, comm.size, comm.bcast(uid, root=0), stream)
 
+    def close(self) -> None:
+        """Destroy the NCCL communicator (after the graphs that captured its operations:
+        :meth:`GpuRankSimulation.close`); later calls do nothing."""
+        if self.comm is not None:
+            self.comm.destroy()
+            self.comm = None
+
     def _type(self, a) -> int:
         n = self.nccl
         return {np.dtype(np.float64): n.NCCL_FLOAT64, np.dtype(np.float32): n.NCCL_FLOAT32,

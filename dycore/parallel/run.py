@@ -252,6 +252,8 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
         halo = {"bytes": t.bytes_sent - before_gpu[0], "exchanges": t.posts - before_gpu[1],
                 "seconds": getattr(t, "seconds", 0.0) - before_gpu[2]}
     halo = comm.gather(halo, root=0)
+    if gpu:
+        sim.close()                  # CUDA graphs, then the NCCL communicator (every rank)
     if not root:
         return None
     steps = max(k - k0, 1)

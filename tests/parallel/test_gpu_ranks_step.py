@@ -80,3 +80,45 @@ def test_cli_run_on_two_gpu_ranks_writes_the_gathered_fields(runs, tmp_path):
         for name in ("u", "w", "p", "theta_prime"):
             got = np.asarray(ds.variables[name][-1])
             assert np.array_equal(got, runs[("gpu", 1)][f"{name}_1"]), name
+
+
+def test_closing_gpu_ranks_drops_the_graphs_before_the_transport():
+    """GpuRankSimulation.close: the objects holding CUDA graphs are released and collected, then
+    every rank meets at a barrier, then the transport (NCCL's communicator) is closed — the
+    order that lets ranks exit (NCCL's destruction waits for graphs that captured its
+    operations); a second close does nothing; NcclTransport.close destroys its communicator
+    once."""
+    import types
+    import weakref
+
+    from dycore.parallel.gpu_simulation import GpuRankSimulation
+    from dycore.parallel.nccl import NcclTransport
+
+    events = []
+
+    class Holder:                       # stands in for a stepper holding captured graphs
+        pass
+
+    stepper = Holder()
+    weakref.finalize(stepper, events.append, "graphs released")
+    sim = GpuRankSimulation.__new__(GpuRankSimulation)
+    sim.backend = types.SimpleNamespace(synchronize=lambda: events.append("sync"), _ops=object())
+    sim.comm = types.SimpleNamespace(Barrier=lambda: events.append("barrier"))
+    sim.transport = types.SimpleNamespace(close=lambda: events.append("transport closed"))
+    sim.stepper, sim.systems, sim.local_ops = stepper, Holder(), Holder()
+    del stepper
+    sim.close()
+    sim.close()
+    assert events == ["sync", "graphs released", "sync", "barrier", "transport closed"]
+    assert sim.stepper is None and sim.systems is None and sim.backend._ops is None
+
+    class Comm:
+        destroyed = 0
+
+        def destroy(self):
+            Comm.destroyed += 1
+    t = NcclTransport.__new__(NcclTransport)
+    t.comm = Comm()
+    t.close()
+    t.close()
+    assert Comm.destroyed == 1 and t.comm is None
