@@ -169,6 +169,16 @@ def _rank_solver(backend, transport, rp, rows, opts):
                          amg_dtype=np.float64 if opts["strict"] else np.float32, graphs=False)
 
 
+def _close(backend, transport) -> None:
+    """Collect the dropped solver's CUDA graphs, then destroy the NCCL communicator: left to
+    the exit, NCCL's destruction can wait for graphs not yet destroyed and the process never
+    ends (GpuRankSimulation.close). The caller drops its solver first."""
+    import gc
+    backend.synchronize()
+    gc.collect()
+    transport.close()
+
+
 def _rank(rank, k, uid, rp, rows, b_owned, opts, queue):
     try:
         gpu = _select(rank)
@@ -186,6 +196,8 @@ def _rank(rank, k, uid, rp, rows, b_owned, opts, queue):
                         "setup_s": round(setup_s, 2),
                         "bytes_per_iteration": s.bytes_per_iteration(),
                         "amg_sizes": s.amg_sizes, "x": x, "ok": True}, **timing))
+        del s
+        _close(be, t)
     except Exception as exc:                                  # report, do not hide
         queue.put({"rank": rank, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
 
@@ -224,7 +236,11 @@ def _baseline(a, b, rp1, rows1, opts, queue):
             s = _rank_solver(be, t, rp1, rows1, opts)
             bd = be.to_device(b)
             out["rank1"], out["x_rank1"] = _both(be, s, bd, opts)
-        queue.put(out)
+            queue.put(out)
+            del s, pcg, m
+            _close(be, t)
+        else:
+            queue.put(out)
     except Exception as exc:
         queue.put({"ok": False, "error": f"baseline: {type(exc).__name__}: {exc}"[:500]})
 
