@@ -231,8 +231,9 @@ class GpuRankSimulation(DistributedSimulation):
         then the transport is closed (NCCL: ``ncclCommDestroy``). Left to the interpreter's
         exit, the order is the garbage collector's: on two H200s (NCCL 2.28.9) both ranks of
         a finished ``mpiexec -n 2 dycore run`` hung there, in "Garbage-collecting", until
-        killed — NCCL keeps the plan of every operation captured into a graph until that
-        graph is destroyed, and its communicator's destruction waits for them."""
+        killed, and with this order they exit. Our reading: NCCL keeps the plan of every
+        operation captured into a graph until that graph is destroyed, and destroying the
+        communicator waits for them."""
         if getattr(self, "_closed", False):
             return
         import gc

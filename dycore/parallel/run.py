@@ -233,17 +233,21 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
             with abort_on_error(comm, cleanup=close_files):   # a write that failed on the
                 out.close()                                     # thread: every rank stops
     finally:
-        if root:
-            with contextlib.suppress(Exception):   # already failing: keep the first error
-                out.close()
-        if root and writer is not None:
-            with contextlib.suppress(Exception):
-                k = k0 + int(round((sim.state.t - t_start) / tc.dt))
-                table = sim.timers.table(
-                    f"stage timers of rank 0 ({kind}, {comm.size} MPI ranks, {sim.mesh.nele} "
-                    f"tetrahedra, {sim.mesh.nnodes} nodes, {k - k0} steps)")
-                writer.write_timers(sim.timers.as_dict(), table)
-            writer.close()
+        try:
+            if root:
+                with contextlib.suppress(Exception):   # already failing: keep the first error
+                    out.close()
+            if root and writer is not None:
+                with contextlib.suppress(Exception):
+                    k = k0 + int(round((sim.state.t - t_start) / tc.dt))
+                    table = sim.timers.table(
+                        f"stage timers of rank 0 ({kind}, {comm.size} MPI ranks, "
+                        f"{sim.mesh.nele} tetrahedra, {sim.mesh.nnodes} nodes, {k - k0} steps)")
+                    writer.write_timers(sim.timers.as_dict(), table)
+                writer.close()
+        finally:    # CUDA graphs, then the NCCL communicator, on every rank — also after an
+            if gpu:     # error the ranks agreed on (an unstable run): else no rank could exit
+                sim.close()
     diag = sim.last_diagnostics
     k = k0 + int(round((sim.state.t - t_start) / tc.dt))
     halo = {key: HaloExchange.totals[key] - before[key] for key in before}
@@ -252,8 +256,6 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
         halo = {"bytes": t.bytes_sent - before_gpu[0], "exchanges": t.posts - before_gpu[1],
                 "seconds": getattr(t, "seconds", 0.0) - before_gpu[2]}
     halo = comm.gather(halo, root=0)
-    if gpu:
-        sim.close()                  # CUDA graphs, then the NCCL communicator (every rank)
     if not root:
         return None
     steps = max(k - k0, 1)
