@@ -28,6 +28,7 @@ preconditioner ``jacobi``, a step gives the same bits on any number of GPU ranks
 from __future__ import annotations
 
 import dataclasses
+import logging
 from types import SimpleNamespace
 
 import numpy as np
@@ -40,7 +41,9 @@ from dycore.parallel.partition import owned_row_order
 from dycore.parallel.simulation import DistributedSimulation
 from dycore.physics.state import State
 
-__all__ = ["GpuRankSimulation", "make_transport", "select_rank_device"]
+__all__ = ["GpuRankSimulation", "make_transport", "select_rank_device", "transport_kind"]
+
+log = logging.getLogger("dycore")
 
 #: run_distributed's reduction names -> the GPU ranks' reducers
 _REDUCTIONS = {"exact": "exact", "allreduce": "sum", "sum": "sum"}
@@ -52,23 +55,55 @@ SIMULATOR_SHAPES = dict(reducer_options=dict(exact_blocks=1, exact_threads=1, su
                                              sum_threads=1), block=8, element_block=16)
 
 
-def select_rank_device(comm) -> int:
+def select_rank_device(comm) -> tuple[int, bool]:
     """Make GPU ``local rank % device count`` current for CuPy and numba (collective: the
-    node-local rank comes from ``MPI_Comm_split_type``); returns its index (0 under the
-    simulator)."""
+    node-local rank comes from ``MPI_Comm_split_type``); returns (its index, whether some node
+    has more ranks than GPUs — collective too). Under the simulator: (0, False)."""
     from numba import config as numba_config
     if numba_config.ENABLE_CUDASIM:
-        return 0
+        return 0, False
     from mpi4py import MPI
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    rank = local.rank
+    rank, size = local.rank, local.size
     local.Free()
     import cupy
     from numba import cuda
-    dev = rank % max(1, cupy.cuda.runtime.getDeviceCount())
+    count = max(1, cupy.cuda.runtime.getDeviceCount())
+    dev = rank % count
     cupy.cuda.Device(dev).use()
     cuda.select_device(dev)
-    return dev
+    return dev, bool(comm.allreduce(int(size > count), op=MPI.MAX))
+
+
+def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool) -> str:
+    """The transport GPU ranks use: ``kind`` ("auto", "nccl" or "mpi") resolved.
+
+    ``auto`` is NCCL on GPUs whose CuPy has it and where every rank has a GPU of its own, else
+    the staged MPI transport (always under the simulator). NCCL cannot put two ranks of one
+    communicator on one GPU, so ranks sharing GPUs (``shared``) under ``auto`` fall back to the
+    staged transport with a warning (correct, much slower), and ``nccl`` is refused.
+
+    Raises
+    ------
+    ConfigError for ``nccl`` with shared GPUs or without NCCL in CuPy; ValueError for another
+    ``kind``.
+    """
+    if kind not in ("auto", "nccl", "mpi"):
+        raise ValueError(f"GPU-rank transport must be 'auto', 'nccl' or 'mpi', got {kind!r}")
+    if kind == "auto":
+        if simulator or not nccl:
+            return "mpi"
+        if shared:
+            log.warning("warning: more MPI ranks than GPUs on a node: NCCL needs a GPU per "
+                        "rank, so the halo exchanges and reductions go through the host "
+                        "(staged MPI; correct, much slower) — start one rank per GPU")
+            return "mpi"
+        return "nccl"
+    if kind == "nccl" and (shared or not nccl):
+        raise ConfigError("GPU-rank transport nccl: " + (
+            "more MPI ranks than GPUs on a node (NCCL needs a GPU per rank); start one rank "
+            "per GPU" if shared else "this CuPy has no NCCL"))
+    return kind
 
 
 def _nccl_available() -> bool:
@@ -80,25 +115,22 @@ def _nccl_available() -> bool:
         return False
 
 
-def make_transport(comm, backend, kind: str = "auto"):
+def make_transport(comm, backend, kind: str = "auto", shared: bool = False):
     """The GPU ranks' transport: ``"nccl"`` (:class:`~dycore.parallel.nccl.NcclTransport` on
     the backend's stream), ``"mpi"`` (:class:`~dycore.parallel.nccl.MpiStagedTransport`) or
-    ``"auto"`` (NCCL on GPUs whose CuPy has it, else staged MPI; staged MPI under the
-    simulator).
+    ``"auto"`` (:func:`transport_kind`; ``shared``: some node has more ranks than GPUs).
 
     Raises
     ------
-    ValueError for another ``kind``; RuntimeError (CuPy) when NCCL cannot build the
-    communicator.
+    ConfigError, ValueError (:func:`transport_kind`); RuntimeError (CuPy) when NCCL cannot
+    build the communicator.
     """
     from dycore.parallel.nccl import MpiStagedTransport, NcclTransport
-    if kind == "auto":
-        kind = "mpi" if backend.simulator or not _nccl_available() else "nccl"
+    kind = transport_kind(kind, backend.simulator, not backend.simulator and _nccl_available(),
+                          shared)
     if kind == "nccl":
         return NcclTransport.from_mpi(comm, backend.stream)
-    if kind == "mpi":
-        return MpiStagedTransport(comm)
-    raise ValueError(f"GPU-rank transport must be 'auto', 'nccl' or 'mpi', got {kind!r}")
+    return MpiStagedTransport(comm)
 
 
 class GpuRankSimulation(DistributedSimulation):
@@ -146,7 +178,7 @@ class GpuRankSimulation(DistributedSimulation):
             # a simulated block's threads meet at every syncthreads: with the default 5 ms
             # GIL switch interval each barrier costs ~10 ms (a step: 80 s, with 0.1 ms 20 s)
             sys.setswitchinterval(1e-4)
-        self.device = select_rank_device(comm)
+        self.device, shared = select_rank_device(comm)
         piece, _ = self._receive(config, comm, CPUBackend(threads=config.backend.threads))
         bc = config.backend
         b = self.backend = gpu_backend(solver_mode="device", assembly=bc.assembly,
@@ -155,7 +187,7 @@ class GpuRankSimulation(DistributedSimulation):
                                           else {"block": int(element_block)}))
         if block is not None:
             b.solver_block = int(block)          # before any vector / solver workspace
-        self.transport = make_transport(comm, b, transport)
+        self.transport = make_transport(comm, b, transport, shared)
         rp = self.rp
         ro = dict(reducer_options or {})
         self.timers = StageTimers(b.marker)

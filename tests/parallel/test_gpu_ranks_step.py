@@ -122,3 +122,26 @@ def test_closing_gpu_ranks_drops_the_graphs_before_the_transport():
     t.close()
     t.close()
     assert Comm.destroyed == 1 and t.comm is None
+
+
+def test_the_transport_of_gpu_ranks_and_ranks_sharing_gpus(caplog):
+    """auto: NCCL where CuPy has it and each rank has a GPU of its own, else the staged MPI
+    transport (with a warning when ranks share GPUs: NCCL cannot put two ranks of one
+    communicator on one GPU); an explicit nccl that cannot work is a ConfigError naming why."""
+    from dycore.errors import ConfigError
+    from dycore.parallel.gpu_simulation import transport_kind
+
+    assert transport_kind("auto", simulator=False, nccl=True, shared=False) == "nccl"
+    assert transport_kind("auto", simulator=True, nccl=False, shared=False) == "mpi"
+    assert transport_kind("auto", simulator=False, nccl=False, shared=False) == "mpi"
+    assert not caplog.records
+    assert transport_kind("auto", simulator=False, nccl=True, shared=True) == "mpi"
+    assert "one rank per GPU" in caplog.text
+    assert transport_kind("mpi", simulator=False, nccl=True, shared=True) == "mpi"
+    assert transport_kind("nccl", simulator=False, nccl=True, shared=False) == "nccl"
+    with pytest.raises(ConfigError, match="more MPI ranks than GPUs"):
+        transport_kind("nccl", simulator=False, nccl=True, shared=True)
+    with pytest.raises(ConfigError, match="no NCCL"):
+        transport_kind("nccl", simulator=True, nccl=False, shared=False)
+    with pytest.raises(ValueError, match="'auto', 'nccl' or 'mpi'"):
+        transport_kind("ucx", simulator=False, nccl=True, shared=False)
