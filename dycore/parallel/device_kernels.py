@@ -20,8 +20,10 @@ into the correctly rounded float64 (:func:`dycore.parallel.reduce.parts_to_float
 floating-point rounding happens in the kernel (the product is the rounded x·y, the split is
 exact), so the strict and fast builds give the same integers.
 
-``exact_round`` does that last rounding on the device (one thread per dot product), so a
-reduction needs no host copy: the exact total T = Σ_b (hi_b·2^26 + lo_b)·2^b (the value is
+``exact_round`` does that last rounding on the device (one block per dot product: its threads
+find the span of non-zero buckets — a few dozen of the 2,098 for a dot product of similar
+magnitudes — with coalesced loads, then its thread 0 rounds; one thread walking every bucket made
+thousands of dependent global loads, milliseconds per call), so a reduction needs no host copy: the exact total T = Σ_b (hi_b·2^26 + lo_b)·2^b (the value is
 T·2^−1126) is accumulated in 72 signed base-2^32 digits (each bucket's integers added in 16-bit
 pieces, so no digit can overflow), the carries are propagated, a negative total is negated,
 and the top 53 bits — fewer for a subnormal result, whose last bit is 2^−1074 — are rounded to
@@ -36,12 +38,14 @@ from numba import cuda, int64
 
 from dycore.parallel.reduce import _EMIN, _NB
 
-__all__ = ["NPARTS", "get_rank_kernels"]
+__all__ = ["NPARTS", "EXACT_BLOCK", "ROUND_BLOCK", "get_rank_kernels"]
 
 #: int64 entries of one dot product's parts: per-exponent high and low sums, NaN / +inf / −inf
 NPARTS = 2 * _NB + 3
 #: threads per block of ``exact_dot_parts`` (its shared buckets are 33.6 kB per block)
 EXACT_BLOCK = 256
+#: threads per block of ``exact_round`` (they scan the 2·2,098 buckets for the non-zero span)
+ROUND_BLOCK = 128
 
 _CACHE: dict = {}
 
@@ -93,11 +97,30 @@ def _build(jit) -> dict:
     ndig, bias = 72, 53 - emin               # digits of 32 bits; the value is T·2^−bias
 
     def exact_round(parts, ndots, out):
-        """out[i] = the float64 nearest to the exact sum of parts[i·NPARTS:(i+1)·NPARTS]."""
-        i = cuda.grid(1)
+        """out[i] = the float64 nearest to the exact sum of parts[i·NPARTS:(i+1)·NPARTS]: block
+        i (any block size) finds the span of non-zero buckets, its thread 0 rounds."""
+        i = cuda.blockIdx.x
         if i >= ndots:
             return
         base = i * nparts
+        span = cuda.shared.array(2, int64)        # first and last non-zero bucket
+        t = cuda.threadIdx.x
+        if t == 0:
+            span[0] = nb
+            span[1] = -1
+        cuda.syncthreads()
+        first, last = int64(nb), int64(-1)
+        for j in range(t, 2 * nb, cuda.blockDim.x):     # coalesced, every thread
+            if parts[base + j] != 0:
+                b = j - nb if j >= nb else j
+                first = min(first, b)
+                last = max(last, b)
+        if last >= 0:
+            cuda.atomic.min(span, 0, first)
+            cuda.atomic.max(span, 1, last)
+        cuda.syncthreads()
+        if t != 0:
+            return
         nan, pinf, ninf = parts[base + 2 * nb], parts[base + 2 * nb + 1], parts[base + 2 * nb + 2]
         if nan != 0 or (pinf != 0 and ninf != 0):
             out[i] = math.nan
@@ -108,7 +131,7 @@ def _build(jit) -> dict:
         acc = cuda.local.array(72, int64)
         for d in range(ndig):
             acc[d] = 0
-        for b in range(nb):
+        for b in range(span[0], span[1] + 1):     # the zero buckets outside add nothing
             for half in range(2):
                 v = parts[base + half * nb + b]
                 if v == 0:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS, get_rank_kernels
+from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS, ROUND_BLOCK, get_rank_kernels
 from dycore.parallel.reduce import parts_to_float
 
 __all__ = ["DeviceExactReducer"]
@@ -80,10 +80,11 @@ class DeviceExactReducer:
     def finish_on_device(self):
         """The correctly rounded values of the last :meth:`post_dots` as a (k,) float64 device
         array (the reducer's own, overwritten by the next call), rounded by the
-        ``exact_round`` kernel (one thread per dot product): the same bits as :meth:`finish`,
+        ``exact_round`` kernel (one block per dot product): the same bits as :meth:`finish`,
         no host copy."""
         b = self.b
-        b.launch(self.k["exact_round"], (1, self._n), b.nb(self.parts), self._n, b.nb(self.values))
+        b.launch(self.k["exact_round"], (self._n, min(self.threads, ROUND_BLOCK)),
+                 b.nb(self.parts), self._n, b.nb(self.values))
         return self.values[:self._n]
 
     def dots(self, *pairs) -> list[float]:

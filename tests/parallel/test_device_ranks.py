@@ -158,18 +158,20 @@ def test_device_owned_rows_product_is_the_serial_product(backend, systems, k):
             assert np.array_equal(out, want[rp.l2g[:out.shape[0]]]), (name, rp.rank)
 
 
-def _round_on_device(backend, parts_list):
+def _round_on_device(backend, parts_list, threads=3):
     parts = np.concatenate(parts_list).astype(np.int64)
     out = backend.zeros(len(parts_list))
-    backend.launch(get_rank_kernels()["exact_round"], (1, 32), backend.nb(parts),
-                   len(parts_list), backend.nb(out))
+    backend.launch(get_rank_kernels()["exact_round"], (len(parts_list), threads),
+                   backend.nb(parts), len(parts_list), backend.nb(out))
     return list(np.asarray(backend.to_host(out)))
 
 
-def test_exact_round_on_the_device_is_parts_to_float(backend):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_exact_round_on_the_device_is_parts_to_float(backend, threads):
     """The device rounding of exact parts gives parts_to_float's bits: random sums over ~600
     binades, cancellation to zero, ties (to even), subnormal and overflowing totals, negative
-    zero, non-finite counts."""
+    zero, non-finite counts — whatever the block's size (its threads find the span of
+    non-zero buckets, thread 0 rounds)."""
     rng = np.random.default_rng(21)
     cases = []
     for _ in range(12):
@@ -190,7 +192,8 @@ def test_exact_round_on_the_device_is_parts_to_float(backend):
               np.array([-np.inf]), np.zeros(5)]
     parts = [exact_parts(c) for c in cases]
     parts.append(np.zeros(NPARTS, np.int64))                      # no term at all
-    got = _round_on_device(backend, parts[:20]) + _round_on_device(backend, parts[20:])
+    got = (_round_on_device(backend, parts[:20], threads)
+           + _round_on_device(backend, parts[20:], threads))
     want = [parts_to_float(p) for p in parts]
     for g, w, c in zip(got, want, cases + [None]):
         assert (math.isnan(g) and math.isnan(w)) or (g == w and math.copysign(1, g)
@@ -202,3 +205,7 @@ def test_exact_round_on_the_device_is_parts_to_float(backend):
     third[2098 + 50] = 1                      # 2^-1075 + 2^-1076: above the tie
     assert _round_on_device(backend, [half, third]) == [parts_to_float(half),
                                                         parts_to_float(third)] == [0.0, tiny]
+    # the lowest bucket's low half (the first low-half slot: the span's edge), just above the tie
+    edge = half.copy()
+    edge[2098 + 0] = 1                        # T = 2^51 + 1
+    assert _round_on_device(backend, [edge], threads) == [parts_to_float(edge)] == [tiny]
