@@ -23,7 +23,7 @@ import logging
 import time
 from pathlib import Path
 
-from dycore.errors import ConfigError
+from dycore.errors import ConfigError, DycoreError
 from dycore.parallel.launch import launched_ranks
 
 __all__ = ["launched_ranks", "run_distributed"]
@@ -78,7 +78,6 @@ def _restart_point(comm, config, restart, restart_at, path):
     """
     import dataclasses
 
-    from dycore.errors import DycoreError
     from dycore.parallel.mpi import abort_on_error
 
     point, problem = None, None
@@ -227,11 +226,17 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
                                      submit=submit))
     callbacks.append(Progress((oc.progress if progress is None else progress) and root))
     table = ""
-    try:
+    agreed = True       # False: an error of this rank alone, which abort_on_error turns into
+    try:                # MPI_Abort (the other ranks may wait in a collective of the step)
         sim.run(steps=n_steps - k0, callbacks=callbacks)
         if root:
             with abort_on_error(comm, cleanup=close_files):   # a write that failed on the
                 out.close()                                     # thread: every rank stops
+    except DycoreError:
+        raise           # raised alike on every rank (an unstable run): they meet in close()
+    except BaseException:
+        agreed = False
+        raise
     finally:
         try:
             if root:
@@ -245,8 +250,8 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
                         f"{sim.mesh.nele} tetrahedra, {sim.mesh.nnodes} nodes, {k - k0} steps)")
                     writer.write_timers(sim.timers.as_dict(), table)
                 writer.close()
-        finally:    # CUDA graphs, then the NCCL communicator, on every rank — also after an
-            if gpu:     # error the ranks agreed on (an unstable run): else no rank could exit
+        finally:    # CUDA graphs, then the NCCL communicator, on every rank (a barrier):
+            if gpu and agreed:      # else no rank could exit
                 sim.close()
     diag = sim.last_diagnostics
     k = k0 + int(round((sim.state.t - t_start) / tc.dt))
