@@ -169,21 +169,11 @@ def _rank_solver(backend, transport, rp, rows, opts):
                          amg_dtype=np.float64 if opts["strict"] else np.float32, graphs=False)
 
 
-def _close(backend, transport) -> None:
-    """Collect the dropped solver's CUDA graphs, then destroy the NCCL communicator: left to
-    the exit, NCCL's destruction can wait for graphs not yet destroyed and the process never
-    ends (GpuRankSimulation.close). The caller drops its solver first."""
-    import gc
-    backend.synchronize()
-    gc.collect()
-    transport.close()
-
-
 def _rank(rank, k, uid, rp, rows, b_owned, opts, queue):
     try:
         gpu = _select(rank)
         from dycore.backend.gpu import gpu_backend
-        from dycore.parallel.nccl import NcclTransport
+        from dycore.parallel.nccl import NcclTransport, close_after_graphs
         be = gpu_backend(solver_mode="device", strict=opts["strict"])
         t = NcclTransport(rank, k, uid, be.stream)
         t0 = time.perf_counter()
@@ -196,8 +186,9 @@ def _rank(rank, k, uid, rp, rows, b_owned, opts, queue):
                         "setup_s": round(setup_s, 2),
                         "bytes_per_iteration": s.bytes_per_iteration(),
                         "amg_sizes": s.amg_sizes, "x": x, "ok": True}, **timing))
-        del s
-        _close(be, t)
+        be.synchronize()
+        del s                                   # its graphs, then the communicator
+        close_after_graphs(be, t)
     except Exception as exc:                                  # report, do not hide
         queue.put({"rank": rank, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
 
@@ -230,15 +221,16 @@ def _baseline(a, b, rp1, rows1, opts, queue):
                                       "iterations": its, "ms_per_solve": ms, "ms_all": all_ms},
                "x_serial": be.to_host(pcg.x_arr), "ok": True}
         if rp1 is not None:
-            from dycore.parallel.nccl import NcclTransport
+            from dycore.parallel.nccl import NcclTransport, close_after_graphs
             from cupy.cuda import nccl
             t = NcclTransport(0, 1, nccl.get_unique_id(), be.stream)
             s = _rank_solver(be, t, rp1, rows1, opts)
             bd = be.to_device(b)
             out["rank1"], out["x_rank1"] = _both(be, s, bd, opts)
             queue.put(out)
+            be.synchronize()
             del s, pcg, m
-            _close(be, t)
+            close_after_graphs(be, t)
         else:
             queue.put(out)
     except Exception as exc:

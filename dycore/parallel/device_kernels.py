@@ -20,11 +20,12 @@ into the correctly rounded float64 (:func:`dycore.parallel.reduce.parts_to_float
 floating-point rounding happens in the kernel (the product is the rounded x·y, the split is
 exact), so the strict and fast builds give the same integers.
 
-``exact_round`` does that last rounding on the device (one block per dot product: its threads
-find the span of non-zero buckets — a few dozen of the 2,098 for a dot product of similar
-magnitudes — with coalesced loads, then its thread 0 rounds; one thread walking every bucket made
-thousands of dependent global loads, milliseconds per call), so a reduction needs no host copy: the exact total T = Σ_b (hi_b·2^26 + lo_b)·2^b (the value is
-T·2^−1126) is accumulated in 72 signed base-2^32 digits (each bucket's integers added in 16-bit
+``exact_round`` does that last rounding on the device, so a reduction needs no host copy. One
+block per dot product: its threads find the span of non-zero buckets with coalesced loads (a few
+dozen of the 2,098 for products of similar magnitudes; one thread walking every bucket made
+thousands of dependent global loads, of the order of a millisecond per call by estimate, not
+measured), then its thread 0 rounds that span: the exact total T = Σ_b (hi_b·2^26 + lo_b)·2^b
+(the value is T·2^−1126) is accumulated in 72 signed base-2^32 digits (each bucket's integers added in 16-bit
 pieces, so no digit can overflow), the carries are propagated, a negative total is negated,
 and the top 53 bits — fewer for a subnormal result, whose last bit is 2^−1074 — are rounded to
 nearest, ties to even, from the next bit and a sticky bit; ``math.ldexp`` scales the integer

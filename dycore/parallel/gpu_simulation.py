@@ -257,28 +257,16 @@ class GpuRankSimulation(DistributedSimulation):
 
     def close(self) -> None:
         """End the rank's GPU work: every rank calls it (a barrier), after its last use of the
-        simulation; later calls do nothing.
-
-        The objects that hold CUDA graphs (stepper, solvers) are dropped and collected first,
-        then the transport is closed (NCCL: ``ncclCommDestroy``). Left to the interpreter's
-        exit, the order is the garbage collector's: on two H200s (NCCL 2.28.9) both ranks of
-        a finished ``mpiexec -n 2 dycore run`` hung there, in "Garbage-collecting", until
-        killed, and with this order they exit. Our reading: NCCL keeps the plan of every
-        operation captured into a graph until that graph is destroyed, and destroying the
-        communicator waits for them."""
-        if getattr(self, "_closed", False):
+        simulation; later calls do nothing. The objects that hold CUDA graphs (stepper,
+        solvers, operators) are dropped, then :func:`~dycore.parallel.nccl.close_after_graphs`
+        collects them and closes the transport (why the order matters: there)."""
+        if self.stepper is None:
             return
-        import gc
-        self._closed = True
+        from dycore.parallel.nccl import close_after_graphs
         self.backend.synchronize()
         self.stepper = self.systems = self.local_ops = None
         self.backend._ops = None
-        gc.collect()
-        self.backend.synchronize()
-        self.comm.Barrier()
-        close = getattr(self.transport, "close", None)
-        if close is not None:
-            close()
+        close_after_graphs(self.backend, self.transport, self.comm.Barrier)
 
     def describe(self) -> str:
         """The backend line of the run's log."""

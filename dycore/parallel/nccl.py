@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LoopbackWorld", "MpiStagedTransport", "NcclTransport"]
+__all__ = ["LoopbackWorld", "MpiStagedTransport", "NcclTransport", "close_after_graphs"]
 
 
 class NcclTransport:
@@ -67,7 +67,7 @@ class NcclTransport:
 
     def close(self) -> None:
         """Destroy the NCCL communicator (after the graphs that captured its operations:
-        :meth:`GpuRankSimulation.close`); later calls do nothing."""
+        :func:`close_after_graphs`); later calls do nothing."""
         if self.comm is not None:
             self.comm.destroy()
             self.comm = None
@@ -251,3 +251,23 @@ class MpiStagedTransport:
         self.comm.Allreduce(h, out, op={"sum": MPI.SUM, "max": MPI.MAX}[op])
         self.allreduce_bytes += h.nbytes
         _store(a, out)
+
+
+def close_after_graphs(backend, transport, barrier=None) -> None:
+    """Close ``transport`` once the CUDA graphs that captured its operations are gone.
+
+    The caller drains the stream and drops every object holding such graphs first; here they
+    are collected, the stream drained again, ``barrier()`` (the ranks' ``comm.Barrier``, when
+    given) passed, and the transport closed where it has a ``close`` (NCCL: ``ncclCommDestroy``). Left to the
+    interpreter's exit, the order is the garbage collector's: on two H200s (NCCL 2.28.9) both
+    ranks of a finished run hung there until killed, and with this order they exit. Our
+    reading: NCCL keeps the plan of every operation captured into a graph until that graph is
+    destroyed, and destroying the communicator waits for them."""
+    import gc
+    gc.collect()
+    backend.synchronize()
+    if barrier is not None:
+        barrier()
+    close = getattr(transport, "close", None)
+    if close is not None:
+        close()
