@@ -20,6 +20,7 @@ with a fixed pseudo-random right-hand side must not exceed the configured ``rtol
 """
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import time
@@ -32,7 +33,7 @@ import scipy.sparse.linalg as spla
 from dycore.errors import ConfigError, SolverDivergedError
 
 __all__ = ["HostDirect", "CudssDirect", "direct_solver", "check_factorisation",
-           "pressure_method", "on_gpu", "AUTO_DIRECT_MAX_ROWS"]
+           "pressure_method", "on_gpu", "threading_layer", "AUTO_DIRECT_MAX_ROWS"]
 
 #: ``method: auto`` factorises pressure matrices up to this many rows (measured on an H200:
 #: 98,441 rows — solve 3.0 ms against 7.1 ms for CG + AMG, factors 164 M nonzeros;
@@ -138,8 +139,9 @@ class CudssDirect:
     options : {cuDSS ConfigParam name: value} — further settings (an enum member's name for
         SOLVE_ALG, FACTORIZATION_ALG, REORDERING_ALG; an int otherwise)
 
-    With ``CUDSS_THREADING_LIB`` set to cuDSS's threading layer (``libcudss_mtlayer_gomp.so``),
-    the host part of the analysis runs multithreaded.
+    The host part of the analysis runs multithreaded with cuDSS's threading layer
+    (:func:`threading_layer`: ``CUDSS_THREADING_LIB``, else the library installed beside
+    cuDSS; ``CUDSS_THREADING_LIB=off`` keeps it single-threaded).
 
     Attributes
     ----------
@@ -179,8 +181,9 @@ class CudssDirect:
                 f"solvers.pressure.method: direct: the cuDSS library could not be loaded "
                 f"({type(exc).__name__}: {exc}); install it with {CUDSS_INSTALL}") from exc
         cudss.set_stream(self.handle, backend.stream.ptr)
-        if os.environ.get("CUDSS_THREADING_LIB"):      # cuDSS's multithreaded reordering
-            cudss.set_threading_layer(self.handle, os.environ["CUDSS_THREADING_LIB"])
+        self.threading = threading_layer()
+        if self.threading:                              # cuDSS's multithreaded analysis
+            cudss.set_threading_layer(self.handle, self.threading)
         self.config = cudss.config_create()
         self._set_config(cudss.ConfigParam.REORDERING_ALG,
                          int(getattr(cudss.ReorderingAlg, reordering)))
@@ -276,6 +279,30 @@ def _destroy(cudss, handle, config, data, matrices) -> None:
     cudss.data_destroy(handle, data)
     cudss.config_destroy(config)
     cudss.destroy(handle)
+
+
+def threading_layer() -> str | None:
+    """The cuDSS threading layer to load, so that the analysis's host part (the reordering)
+    runs on all cores: the library ``CUDSS_THREADING_LIB`` names (``off``: none), else
+    ``libcudss_mtlayer_gomp.so*`` installed beside cuDSS (the ``nvidia`` package's
+    ``cu13/lib`` or ``cu12/lib``, where pip's cuDSS wheels put it), else None.
+
+    Measured on an H200 (docs/performance.md): the paper mesh's analysis without a cached
+    ordering 2.52 s single-threaded, 1.23 s with the layer; with the set-up cache's ordering
+    the verify mesh's factorisation takes 3.8 s either way."""
+    named = os.environ.get("CUDSS_THREADING_LIB")
+    if named:
+        return None if named.lower() in ("off", "0", "none") else named
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in getattr(nvidia, "__path__", []):
+        for sub in ("cu13", "cu12", "cudss"):
+            found = sorted(glob.glob(os.path.join(root, sub, "lib", "libcudss_mtlayer_gomp.so*")))
+            if found:
+                return found[0]
+    return None
 
 
 def on_gpu(backend) -> bool:

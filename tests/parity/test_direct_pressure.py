@@ -131,3 +131,21 @@ def test_the_cudss_ordering_comes_from_the_setup_cache(tmp_path, monkeypatch):
                                               else ([], ["cudss-ordering"]))
     assert given[0] is None and np.array_equal(given[1], [4, 3, 2, 1, 0]) and len(given) == 2
     assert np.array_equal(d.perm, [4, 3, 2, 1, 0])
+
+
+def test_the_cudss_threading_layer_is_found_beside_cudss(tmp_path, monkeypatch):
+    """CUDSS_THREADING_LIB wins (``off``: none); else the layer in the nvidia package's lib."""
+    import types
+
+    from dycore.solvers.direct import threading_layer
+    lib = tmp_path / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    monkeypatch.setitem(sys.modules, "nvidia", types.SimpleNamespace(__path__=[str(tmp_path)]))
+    monkeypatch.delenv("CUDSS_THREADING_LIB", raising=False)
+    assert threading_layer() is None                        # cuDSS without the layer
+    (lib / "libcudss_mtlayer_gomp.so.0").write_bytes(b"")
+    assert threading_layer() == str(lib / "libcudss_mtlayer_gomp.so.0")
+    monkeypatch.setenv("CUDSS_THREADING_LIB", "off")
+    assert threading_layer() is None
+    monkeypatch.setenv("CUDSS_THREADING_LIB", "/opt/x/libcudss_mtlayer_gomp.so")
+    assert threading_layer() == "/opt/x/libcudss_mtlayer_gomp.so"
