@@ -2,7 +2,7 @@
 
     python3 scripts/gpu_ranks_check.py CONFIG --ranks 2 [--steps 10] [--warmup 2] \
         [--reduction exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
-        [--pressure jacobi|amg] [--json out.json]
+        [--pressure jacobi|amg] [--method auto|cg|direct] [--json out.json]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -47,10 +47,15 @@ def _config(args):
     if args.deterministic:
         backend.update(assembly="deterministic", strict=True)
     over = {}
+    pressure = {}
     if args.pressure:                 # Jacobi CG needs ~1400 iterations on the paper mesh
-        over["solvers"] = {"pressure": {"preconditioner": args.pressure}}
+        pressure["preconditioner"] = args.pressure
         if args.pressure == "jacobi":
-            over["solvers"]["pressure"]["max_iterations"] = 5000
+            pressure["max_iterations"] = 5000
+    if args.method:                   # cg, or direct: the factorisation replicated per rank
+        pressure["method"] = args.method
+    if pressure:
+        over["solvers"] = {"pressure": pressure}
     return dycore.load_config(args.config, backend=backend, **over)
 
 
@@ -67,6 +72,7 @@ def worker(args) -> None:
         setup_s = time.perf_counter() - t0
         for _ in range(args.warmup):
             sim.step()
+        sim.timers.reset()        # the stage timers cover the timed steps only
         t = sim.transport
         b0, s0 = t.bytes_sent, getattr(t, "seconds", None)
         times, its = [], []
@@ -89,6 +95,7 @@ def worker(args) -> None:
                 "halo_bytes_per_step": halo_bytes, "halo_host_s_per_step": halo_s,
                 "transport": type(t).__name__, "device": sim.backend.describe(),
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
+                "pressure_method": sim.systems.pressure_method,
                 "timers_rank0": sim.timers.as_dict()}, default=float))
         sim.close()               # graphs, then the NCCL communicator: the ranks can exit
 
@@ -109,6 +116,8 @@ def _launch(args, k: int, out: str) -> tuple[dict | None, str]:
         cmd.append("--deterministic")
     if args.pressure:
         cmd += ["--pressure", args.pressure]
+    if args.method:
+        cmd += ["--method", args.method]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
@@ -129,6 +138,7 @@ def _summary(res: dict) -> dict:
             "halo_host_ms_per_step_per_rank": (None if res["halo_host_s_per_step"] is None
                                                else round(1e3 * res["halo_host_s_per_step"], 3)),
             "halo_values_rank0": res["halo_values_rank0"],
+            "pressure_method": res["pressure_method"],
             "iterations_last_step": res["iterations"][-1] if res["iterations"] else None}
 
 
@@ -142,6 +152,8 @@ def main(argv=None) -> int:
     p.add_argument("--transport", default="auto", choices=("auto", "nccl", "mpi"))
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--pressure", choices=("jacobi", "amg"))
+    p.add_argument("--method", choices=("auto", "cg", "direct"),
+                   help="solvers.pressure.method (default: the config's)")
     p.add_argument("--json")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -178,10 +190,10 @@ def main(argv=None) -> int:
     print(text)
     if args.json:
         Path(args.json).write_text(text)
-    if runs and args.ranks in runs:
-        print(f"\nstage timers of rank 0, {args.ranks} ranks (warm-up and timed steps; "
+    for k in sorted(runs or {}, reverse=True):
+        print(f"\nstage timers of rank 0, {k} rank(s) (the timed steps; "
               "CUDA events on a GPU):")
-        for name, t in runs[args.ranks]["timers_rank0"].items():
+        for name, t in runs[k]["timers_rank0"].items():
             print(f"  {name:40s} {t.get('calls', 0):6d} calls  {t.get('mean_ms', 0.0):10.3f} "
                   f"ms/call  {t.get('total_ms', 0.0):12.1f} ms")
     return 1 if bad else 0

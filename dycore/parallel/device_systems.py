@@ -11,7 +11,9 @@ reductions and the three linear systems solved across GPU ranks.
 - :class:`DeviceDistributedSystems`: the twin of
   :class:`~dycore.parallel.systems.DistributedSystems` — pressure CG
   (:class:`~dycore.parallel.device_krylov.DeviceRankPCG`: ``jacobi``, or ``amg`` as rank-local
-  V-cycles), momentum and tracers BiCGStab
+  V-cycles) or the direct solve of the global system replicated on every rank
+  (:class:`~dycore.parallel.device_direct.ReplicatedDirectPressure`, ``method: direct``),
+  momentum and tracers BiCGStab
   (:class:`~dycore.parallel.device_bicgstab.DeviceRankBiCGStab`); every solution is returned as
   a local device vector with every ghost filled (depth-2 halo).
 """
@@ -107,19 +109,30 @@ class DeviceDistributedSystems:
     cfg : SolversConfig; reduction : "exact" | "sum"
     reducer_options : launch shapes of the reducers (small ones keep the simulator fast)
     block : threads per block of the solver kernels (None: ``backend.solver_block``)
+    pressure_global : scipy sparse (n, n) — the GLOBAL pinned pressure matrix, given on every
+        rank when the pressure is solved directly (``method: direct``, or ``auto`` resolved
+        to it: :class:`~dycore.parallel.device_direct.ReplicatedDirectPressure`); None: CG
+    owned_global : with ``pressure_global``, every rank's owned global ids (rank order)
+
+    Attributes
+    ----------
+    pressure_method : "direct" or "cg"; pcg : DeviceRankPCG or None; direct :
+        ReplicatedDirectPressure or None
 
     Raises
     ------
     ConfigError naming ``solvers.<system>.preconditioner`` / ``.method`` for a combination the
-    GPU ranks lack (pressure: cg with jacobi or amg; momentum, tracers: bicgstab or gmres — run
-    as BiCGStab — with block_jacobi, jacobi or none).
+    GPU ranks lack (pressure: cg with jacobi or amg, or direct; momentum, tracers: bicgstab or
+    gmres — run as BiCGStab — with block_jacobi, jacobi or none), and CudssDirect's
+    ConfigError for ``direct`` on a GPU without cuDSS; ValueError for ``method: direct``
+    without ``pressure_global``.
     """
 
     graph_ready = False
 
     def __init__(self, backend, transport, rp, row1, perm, pressure_rows, cfg,
                  reduction: str = "exact", reducer_options: dict | None = None,
-                 block: int | None = None):
+                 block: int | None = None, pressure_global=None, owned_global=None):
         from dycore.parallel.device_krylov import DeviceRankPCG
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
@@ -134,17 +147,28 @@ class DeviceDistributedSystems:
             self.solvers[name] = DeviceRankBiCGStab(
                 backend, transport, plan1, row1[0], row1[1], bs, c.preconditioner, c.rtol,
                 c.atol, c.max_iterations, reduction, ro, block=block, name=name)
-        pc = cfg.pressure.preconditioner
-        if pc == "amg":
-            log.info("solvers.pressure.preconditioner amg: rank-local V-cycles on GPU ranks "
-                     "(block-Jacobi over ranks; iterations grow with the rank count)")
-        pp, pi, pv = pressure_rows
-        p = cfg.pressure
-        self.pcg = DeviceRankPCG(
-            backend, transport, plan2, (pp, pi, pv, (rp.n_owned, self.n_local), 1),
-            reduction=reduction, precond="local_amg" if pc == "amg" else "jacobi",
-            rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
-            **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
+        pc, p = cfg.pressure.preconditioner, cfg.pressure
+        self.pcg = self.direct = None
+        if pressure_global is not None:
+            from dycore.parallel.device_direct import ReplicatedDirectPressure
+            self.pressure_method = "direct"
+            self.direct = ReplicatedDirectPressure(backend, transport, pressure_global,
+                                                   owned_global, rp.l2g, rtol=p.rtol)
+        elif p.method == "direct":
+            raise ValueError("solvers.pressure.method direct on GPU ranks needs the global "
+                             "pressure matrix (pressure_global) and every rank's owned nodes "
+                             "(owned_global)")
+        else:
+            self.pressure_method = "cg"
+            if pc == "amg":
+                log.info("solvers.pressure.preconditioner amg: rank-local V-cycles on GPU "
+                         "ranks (block-Jacobi over ranks; iterations grow with the rank count)")
+            pp, pi, pv = pressure_rows
+            self.pcg = DeviceRankPCG(
+                backend, transport, plan2, (pp, pi, pv, (rp.n_owned, self.n_local), 1),
+                reduction=reduction, precond="local_amg" if pc == "amg" else "jacobi",
+                rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
+                **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
         self.out = {1: backend.zeros(self.n_local), 3: backend.zeros((self.n_local, 3)),
                     "p": backend.zeros(self.n_local)}
         self.fill = {1: DeviceHaloExchange(backend, transport, plan2, 1),
@@ -153,16 +177,18 @@ class DeviceDistributedSystems:
 
     @staticmethod
     def _check(name, c):
+        ok_m = ("cg", "auto", "direct") if name == "pressure" else ("bicgstab", "gmres")
+        if c.method not in ok_m:
+            raise ConfigError(f"solvers.{name}.method: '{c.method}' is not available on GPU "
+                              f"ranks (use {', '.join(ok_m[:-1])} or {ok_m[-1]})")
+        if c.method == "direct":
+            return                       # the factorisation has no preconditioner
         ok_pc = {"pressure": ("amg", "jacobi"),
                  "momentum": ("block_jacobi", "jacobi", "none"),
                  "tracer": ("jacobi", "block_jacobi", "none")}[name]
         if c.preconditioner not in ok_pc:
             raise ConfigError(f"solvers.{name}.preconditioner: '{c.preconditioner}' is not "
                               f"available on GPU ranks (use one of {', '.join(ok_pc)})")
-        ok_m = ("cg", "auto") if name == "pressure" else ("bicgstab", "gmres")
-        if c.method not in ok_m:
-            raise ConfigError(f"solvers.{name}.method: '{c.method}' is not available on GPU "
-                              f"ranks (use {' or '.join(ok_m)})")
 
     def begin_step(self) -> None:
         """Zero the iteration counts of the step."""
@@ -196,7 +222,11 @@ class DeviceDistributedSystems:
         return self._bicgstab("momentum", values, rhs, 3)
 
     def pressure(self, rhs, x0=None):
-        """Solve (CMC + KMK) δp = rhs (pinned); rhs (n_local,) -> δp (n_local,)."""
+        """Solve (CMC + KMK) δp = rhs (pinned); rhs (n_local,) -> δp (n_local,). The direct
+        solve (0 iterations counted, as serially) returns every ghost filled without a halo
+        exchange; CG's owned solution has its ghosts filled by one."""
+        if self.direct is not None:
+            return self.direct.solve(rhs)[0]
         x, its = self.pcg.solve(rhs[:self.n_owned])
         self._its["pressure"] += its
         return self._local(x, "p", 1)

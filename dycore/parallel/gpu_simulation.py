@@ -12,7 +12,10 @@ Each rank then moves its piece to its GPU and runs
   (:class:`~dycore.parallel.device_systems.DeviceRankVectorOps`);
 - C, Cᵀ, KMK as :class:`~dycore.parallel.device_halo.DeviceOwnedRowsOperator` (owned rows,
   ghosts of the product refilled);
-- :class:`~dycore.parallel.device_systems.DeviceDistributedSystems` for the three solves;
+- :class:`~dycore.parallel.device_systems.DeviceDistributedSystems` for the three solves (the
+  pressure by CG, or — ``method: direct``, or ``auto`` where the serial run would factorise —
+  by a factorisation of the global matrix on every rank:
+  :mod:`dycore.parallel.device_direct`; rank 0 broadcasts the matrix then);
 - a transport (:mod:`dycore.parallel.nccl`): NCCL made from MPI (:meth:`NcclTransport.from_mpi`)
   where CuPy has NCCL, else :class:`~dycore.parallel.nccl.MpiStagedTransport` (host-staged
   mpi4py; always under the simulator).
@@ -23,7 +26,9 @@ device→host copy of each rank's owned rows.
 
 With the exact reduction, ``assembly: deterministic``, ``strict: true`` and the pressure
 preconditioner ``jacobi``, a step gives the same bits on any number of GPU ranks (the pressure
-``amg`` becomes rank-local V-cycles on GPU ranks, whose iterates depend on the partition).
+``amg`` becomes rank-local V-cycles on GPU ranks, whose iterates depend on the partition). So
+does the pressure ``method: direct`` under the simulator (SuperLU of the same global system on
+every rank; tests/parallel/test_device_direct_ranks.py).
 """
 from __future__ import annotations
 
@@ -153,8 +158,9 @@ class GpuRankSimulation(DistributedSimulation):
 
     Raises
     ------
-    ConfigError (on every rank) for a solver the GPU ranks lack or an unknown reduction; the
-    errors of :class:`DistributedSimulation`'s set-up.
+    ConfigError (on every rank) for a solver the GPU ranks lack or an unknown reduction, and
+    CudssDirect's for the pressure ``method: direct`` on GPUs without cuDSS; the errors of
+    :class:`DistributedSimulation`'s set-up.
     """
 
     def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
@@ -179,7 +185,8 @@ class GpuRankSimulation(DistributedSimulation):
             # GIL switch interval each barrier costs ~10 ms (a step: 80 s, with 0.1 ms 20 s)
             sys.setswitchinterval(1e-4)
         self.device, shared = select_rank_device(comm)
-        piece, _ = self._receive(config, comm, CPUBackend(threads=config.backend.threads))
+        piece, pressure_global = self._receive(config, comm,
+                                               CPUBackend(threads=config.backend.threads))
         bc = config.backend
         b = self.backend = gpu_backend(solver_mode="device", assembly=bc.assembly,
                                        strict=bc.strict, graphs=bc.graphs,
@@ -198,9 +205,13 @@ class GpuRankSimulation(DistributedSimulation):
         b._ops = DeviceRankVectorOps(b, self.transport, rp.n_owned,
                                      {k: v for k, v in ro.items() if k.startswith("exact_")})
         self.local_ops = self._device_ops(piece, lsp)
+        direct = self._replicated_pressure(config.solvers.pressure, pressure_global)
+        del pressure_global
         self.systems = DeviceDistributedSystems(
             b, self.transport, rp, piece["row1"], owned_row_order(lsp.indptr, lsp.indices, rp),
-            piece["pressure_rows"], config.solvers, _REDUCTIONS[reduction], ro, block)
+            piece["pressure_rows"], config.solvers, _REDUCTIONS[reduction], ro, block,
+            **direct)
+        del direct
         dev = b.to_device
         c = piece["coeffs"]
         self.coeffs = dataclasses.replace(
@@ -221,6 +232,30 @@ class GpuRankSimulation(DistributedSimulation):
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = rp.n_local(1)
         self.last_diagnostics = {}
+
+    def _replicated_pressure(self, cfg, pressure_global) -> dict:
+        """The pressure method of the GPU ranks (collective): ``cfg.method``, or for ``auto``
+        :func:`~dycore.solvers.direct.pressure_method`'s choice for the global row count when
+        every rank agrees (a GPU, device solvers, atomic assembly and not strict, cuDSS
+        importable, at most AUTO_DIRECT_MAX_ROWS rows), else CG. For ``direct``: rank 0's
+        global matrix broadcast to every rank and the owned global ids of every rank, as the
+        keyword arguments of DeviceDistributedSystems; {} for CG."""
+        from dycore.parallel.device_direct import broadcast_csr
+        from dycore.solvers.direct import pressure_method
+        comm = self.comm
+        method, why = pressure_method(cfg, self.backend, self.nnodes)
+        if cfg.method == "auto":
+            votes = comm.allgather(method)
+            if method == "direct" and any(v != "direct" for v in votes):
+                method, why = "cg", "cuDSS is not available on every rank"
+            if comm.rank == 0:
+                log.info("solvers.pressure.method auto on GPU ranks: %s (%s)",
+                         "direct, replicated on every rank" if method == "direct" else method,
+                         why)
+        if method != "direct":
+            return {}
+        return {"pressure_global": broadcast_csr(comm, pressure_global, root=0),
+                "owned_global": comm.allgather(self.rp.owned)}
 
     def _device_ops(self, piece, lsp):
         """The MeshOperators the stepper reads, over local nodes, on the device (the GPU

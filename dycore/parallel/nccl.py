@@ -8,13 +8,16 @@ NumPy arrays under numba-cuda's simulator):
 - ``complete()``: after it, every receive of the last ``post`` has landed (stream order on a
   GPU: kernels launched later on the backend's stream see the data);
 - ``allreduce(array, op)``: in place, ``op`` "sum" or "max", over all ranks;
+- ``allgather(send, recv)``: every rank's (m,) ``send`` into every rank's ``recv`` ((K·m,) or
+  (K, m)), rank r's block at position r (the replicated direct pressure solve,
+  :mod:`dycore.parallel.device_direct`);
 - ``capturable``: whether the operations can be captured into a CUDA graph of one rank and
   replayed there (NCCL: yes; the loopback: only with one rank, since K loopback ranks in one
   process must take turns between a post and its completion).
 
 :class:`NcclTransport` issues NCCL point-to-point calls inside one ``groupStart`` /
-``groupEnd`` on the backend's stream (no host staging, no host synchronisation) and
-``allReduce`` for the reductions; ``complete`` has nothing to do. The NCCL communicator is made
+``groupEnd`` on the backend's stream (no host staging, no host synchronisation),
+``allReduce`` for the reductions and ``allGather`` for the all-gathers; ``complete`` has nothing to do. The NCCL communicator is made
 from a unique id that rank 0 draws and the launcher's MPI broadcasts
 (:meth:`NcclTransport.from_mpi`), or that the caller hands over (:meth:`NcclTransport.from_uid`).
 Keep NVLink multicast off (``NCCL_NVLS_ENABLE=0``) on machines that have it.
@@ -56,7 +59,7 @@ class NcclTransport:
         self.nccl = nccl
         self.rank, self.size, self.stream = int(rank), int(size), stream
         self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
-        self.bytes_sent = self.posts = 0
+        self.bytes_sent = self.posts = self.allgather_bytes = 0
 
     @classmethod
     def from_mpi(cls, comm, stream) -> "NcclTransport":
@@ -99,6 +102,14 @@ class NcclTransport:
         self.comm.allReduce(a.data.ptr, a.data.ptr, a.size, self._type(a), code,
                             self.stream.ptr)
 
+    def allgather(self, send, recv) -> None:
+        """recv[r·m:(r+1)·m] = rank r's ``send`` (m,), on every rank (NCCL ``allGather`` on
+        the stream); ``recv`` (K·m,) or (K, m), contiguous, of ``send``'s dtype."""
+        _check_allgather(send, recv, self.size)
+        self.comm.allGather(send.data.ptr, recv.data.ptr, send.size, self._type(send),
+                            self.stream.ptr)
+        self.allgather_bytes += send.nbytes
+
 
 class LoopbackWorld:
     """K ranks in one process: ``world.transport(rank)`` gives each its transport.
@@ -107,13 +118,15 @@ class LoopbackWorld:
     so every rank must have posted before any completes (raises ``RuntimeError`` naming the
     missing message otherwise). ``allreduce`` works the same way in two calls per rank:
     ``allreduce`` posts, and the result is written into every rank's array once the last rank
-    has posted (ranks reduced in rank order).
+    has posted (ranks reduced in rank order); so does ``allgather`` (each rank's send copied
+    at its call, every rank's receive written at the last rank's call).
     """
 
     def __init__(self, size: int):
         self.size = int(size)
         self.box: dict = {}
         self.pending: dict = {}          # rank -> array of the all-reduce being posted
+        self.gathering: dict = {}        # rank -> (send copy, recv) of the all-gather posted
 
     def transport(self, rank: int) -> "_Loopback":
         return _Loopback(self, int(rank))
@@ -123,7 +136,7 @@ class _Loopback:
     def __init__(self, world: LoopbackWorld, rank: int):
         self.world, self.rank, self.size = world, rank, world.size
         self._recvs = []
-        self.bytes_sent = 0
+        self.bytes_sent = self.allgather_bytes = 0
 
     @property
     def capturable(self) -> bool:
@@ -160,6 +173,21 @@ class _Loopback:
             arr[...] = total
         pending.clear()
 
+    def allgather(self, send, recv) -> None:
+        _check_allgather(send, recv, self.size)
+        gathering = self.world.gathering
+        if self.rank in gathering:
+            raise RuntimeError(f"loopback: rank {self.rank} all-gathers twice before the other "
+                               "ranks posted")
+        gathering[self.rank] = (np.array(send, copy=True), recv)
+        self.allgather_bytes += send.nbytes
+        if len(gathering) < self.size:
+            return
+        blocks = np.concatenate([gathering[r][0].reshape(-1) for r in range(self.size)])
+        for _, out in gathering.values():
+            out[...] = blocks.reshape(out.shape)
+        gathering.clear()
+
 
 #: MPI tag of the staged halo messages
 _STAGED_TAG = 2121
@@ -193,7 +221,8 @@ class MpiStagedTransport:
     per peer and direction, tag 2121, matched in order as MPI does not overtake); ``complete``
     waits for them and copies the received values into the device buffers; ``allreduce`` is a
     host ``Allreduce`` (``MPI.SUM`` of float64 / int64 — integer sums are exact, so the exact
-    reducer's parts are the same integers as over NCCL — or ``MPI.MAX``). Each operation
+    reducer's parts are the same integers as over NCCL — or ``MPI.MAX``), ``allgather`` a host
+    ``Allgather``. Each operation
     synchronises the host with the device, so nothing can be captured into a CUDA graph
     (:attr:`capturable` False). Used by the simulator tests (``mpiexec -n 2`` under
     ``NUMBA_ENABLE_CUDASIM=1``) and where NCCL is missing.
@@ -202,7 +231,7 @@ class MpiStagedTransport:
     ----------
     bytes_sent : int — halo bytes this rank sent; posts : int — exchanges posted; seconds :
         float — host time spent in ``post`` + ``complete``; allreduce_bytes : int — payload of
-        its all-reduces
+        its all-reduces; allgather_bytes : int — what it contributed to all-gathers
     """
 
     capturable = False
@@ -210,7 +239,7 @@ class MpiStagedTransport:
     def __init__(self, comm):
         self.comm = comm
         self.rank, self.size = int(comm.rank), int(comm.size)
-        self.bytes_sent = self.allreduce_bytes = self.posts = 0
+        self.bytes_sent = self.allreduce_bytes = self.allgather_bytes = self.posts = 0
         self.seconds = 0.0
         self._reqs, self._recvs, self._keep = [], [], []
 
@@ -251,6 +280,25 @@ class MpiStagedTransport:
         self.comm.Allreduce(h, out, op={"sum": MPI.SUM, "max": MPI.MAX}[op])
         self.allreduce_bytes += h.nbytes
         _store(a, out)
+
+    def allgather(self, send, recv) -> None:
+        _check_allgather(send, recv, self.size)
+        h = np.ascontiguousarray(_host(send))
+        out = np.empty(h.size * self.size, h.dtype)
+        self.comm.Allgather(h, out)
+        self.allgather_bytes += h.nbytes
+        _store(recv, out.reshape(recv.shape))
+
+
+def _check_allgather(send, recv, size: int) -> None:
+    """Raise ValueError unless ``recv`` holds ``size`` blocks of the 1-D ``send`` (K·m
+    entries, (K·m,) or (K, m)) of its dtype."""
+    m = int(send.size)
+    if (len(send.shape) != 1 or np.dtype(recv.dtype) != np.dtype(send.dtype)
+            or tuple(recv.shape) not in ((size * m,), (size, m))):
+        raise ValueError(f"all-gather of {size} ranks: send {send.dtype} {tuple(send.shape)} "
+                         f"needs recv of shape ({size * m},) or ({size}, {m}) and the same "
+                         f"dtype, got {recv.dtype} {tuple(recv.shape)}")
 
 
 def close_after_graphs(backend, transport, barrier=None) -> None:
