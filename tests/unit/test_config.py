@@ -76,6 +76,7 @@ def test_shipped_configs_validate(path):
                 "schar.yaml": (10800.0, 10.0, 600.0),
                 "schar_linear.yaml": (10800.0, 20.0, 600.0),
                 "schar_linear_large.yaml": (10800.0, 20.0, 600.0),
+                "schar_linear_large_6h.yaml": (21600.0, 20.0, 600.0),
                 "schar_tiny.yaml": (300.0, 10.0, 100.0)}.get(path.name, (3000.0, 10.0, 300.0))
     got = (config.time.t_end, config.time.dt, config.output.output_interval)
     assert got == expected
