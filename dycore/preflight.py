@@ -208,8 +208,8 @@ def inflow_speed(params) -> float:
     return max(abs(float(u0)), 1.0) if isinstance(u0, (int, float)) else 1.0
 
 
-def courant_number(u_ref: float, dt: float, coords: np.ndarray,
-                   tets: np.ndarray | None = None) -> float:
+def courant_number(u_ref: float, dt: float, coords: np.ndarray | None = None,
+                   tets: np.ndarray | None = None, *, spacing: float | None = None) -> float:
     """Advective Courant number ``u_ref * dt / dx`` with dx the smallest horizontal spacing.
 
     Parameters
@@ -217,21 +217,22 @@ def courant_number(u_ref: float, dt: float, coords: np.ndarray,
     u_ref : inflow speed [m/s]; dt : time step [s]
     coords : (nnodes, 3) node coordinates [m]
     tets : (nele, 4) connectivity, optional. Given: dx is the smallest x or y extent
-        (max - min over its 4 nodes) of any element, right for any mesh (a file's unstructured
-        one too); on the generated mesh, whose every tetrahedron spans its whole hexahedral
-        cell, it equals the smallest grid spacing. Not given: dx is the smallest gap between the
-        distinct x and y values, the grid lines of a terrain-following mesh (meaningless for
-        an unstructured mesh, whose distinct values may lie 1e-13 m apart).
+        (max - min over its 4 nodes) of any element
+        (:func:`dycore.mesh.mesh.min_horizontal_extent`), right for any mesh (a file's
+        unstructured one too); on the generated mesh, whose every tetrahedron spans its whole
+        hexahedral cell, it equals the smallest grid spacing. Not given: dx is the smallest gap
+        between the distinct x and y values, the grid lines of a terrain-following mesh
+        (meaningless for an unstructured mesh, whose distinct values may lie 1e-13 m apart).
+    spacing : dx itself [m] (e.g. the set-up cache's: :meth:`dycore.timestepping.simulation.
+        Simulation.horizontal_spacing`); coords and tets are then not read
+
+    Returns 0.0 when no positive spacing exists.
     """
-    if tets is not None:
-        coords, tets = np.asarray(coords), np.asarray(tets)
-        extent = None
-        for axis in (0, 1):             # one (nele, 4) gather per axis, not (nele, 4, 3)
-            c = np.ascontiguousarray(coords[:, axis])[tets]
-            e = c.max(axis=1) - c.min(axis=1)
-            extent = e if extent is None else np.minimum(extent, e)
-        extent = extent[extent > 0]
-        return u_ref * dt / float(extent.min()) if extent.size else 0.0
+    if spacing is None and tets is not None:
+        from dycore.mesh.mesh import min_horizontal_extent
+        spacing = min_horizontal_extent(coords, tets)
+    if spacing is not None:
+        return u_ref * dt / float(spacing) if spacing > 0 else 0.0
     gaps = np.concatenate([np.diff(np.unique(coords[:, axis])) for axis in (0, 1)])
     gaps = gaps[gaps > 0]
     return u_ref * dt / float(gaps.min()) if gaps.size else 0.0

@@ -10,7 +10,8 @@ on the GPU. A second run of the same mesh and configuration loads the arrays ins
 Where it lives
 --------------
 ``$DYCORE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/dycore`` (default ``~/.cache/dycore``); one
-folder per key holding one ``.npz`` file per piece (``sparsity``, ``operators``, ``amg``).
+folder per key holding one ``.npz`` file per piece (``sparsity``, ``operators``, ``amg``, the
+cuDSS ordering, the Courant number's spacing).
 ``DYCORE_CACHE_DIR=off`` (or ``0``, ``none``) turns the cache off, as does
 ``dycore run --no-setup-cache``. Deleting the folder is always safe.
 

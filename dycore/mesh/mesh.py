@@ -24,7 +24,7 @@ import numpy as np
 from dycore.dtypes import DIM, INDEX, NFACE_LOC, NLOC, REAL
 from dycore.errors import MeshError
 
-__all__ = ["FaceTag", "Mesh", "OUTWARD_LOCAL_FACES"]
+__all__ = ["FaceTag", "Mesh", "OUTWARD_LOCAL_FACES", "min_horizontal_extent"]
 
 
 class FaceTag(IntEnum):
@@ -45,6 +45,25 @@ OUTWARD_LOCAL_FACES = np.array([[1, 2, 3], [0, 3, 2], [0, 1, 3], [0, 2, 1]], dty
 # Elements whose |signed volume| is below this fraction of (largest edge component)^3 count as
 # degenerate (zero volume) in :meth:`Mesh.check`.
 _DEGENERATE_RTOL = 1e-12
+
+
+def min_horizontal_extent(coords, tets) -> float:
+    """The smallest x or y extent (max − min over its 4 nodes) of any element with a positive
+    one [m]; 0.0 when there is none.
+
+    coords : (nnodes, 3) float64 [m]; tets : (nele, 4) int. The spacing of the advective
+    Courant number (:func:`dycore.preflight.courant_number`): right for any mesh, and on the
+    generated mesh, whose every tetrahedron spans its whole hexahedral cell, the smallest grid
+    spacing.
+    """
+    coords, tets = np.asarray(coords), np.asarray(tets)
+    extent = np.empty(0)
+    for axis in (0, 1):                 # one (nele, 4) gather per axis, not (nele, 4, 3)
+        c = np.ascontiguousarray(coords[:, axis])[tets]
+        e = c.max(axis=1) - c.min(axis=1)
+        extent = e if axis == 0 else np.minimum(extent, e)
+    extent = extent[extent > 0]
+    return float(extent.min()) if extent.size else 0.0
 
 
 def _is_permutation(p: np.ndarray, n: int) -> bool:
@@ -151,6 +170,10 @@ class Mesh:
         """
         x = self.coords[self.faces]
         return 0.5 * np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0])
+
+    def min_horizontal_extent(self) -> float:
+        """:func:`min_horizontal_extent` of this mesh [m]."""
+        return min_horizontal_extent(self.coords, self.tets)
 
     def tagged_nodes(self, tags) -> np.ndarray:
         """Sorted unique nodes lying on boundary faces with any of ``tags``.

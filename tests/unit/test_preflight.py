@@ -87,6 +87,24 @@ def test_courant_number_from_element_extents():
     turned = mesh.coords @ np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
     assert preflight.courant_number(10.0, 20.0, turned) > 100 * grid     # grid lines: nonsense
     assert grid < preflight.courant_number(10.0, 20.0, turned, mesh.tets) < 1.5 * grid
+    # the spacing given (the set-up cache's) gives the same number; none positive gives 0
+    assert mesh.min_horizontal_extent() == pytest.approx(3000.0, rel=1e-12)
+    assert preflight.courant_number(10.0, 20.0, spacing=mesh.min_horizontal_extent()) == grid
+    assert preflight.courant_number(10.0, 20.0, spacing=0.0) == 0.0
+
+
+def test_the_courant_spacing_comes_from_the_setup_cache(tmp_path):
+    """The second run of a mesh reads dx from the set-up cache: the same value, no gather."""
+    from dycore.config import load_config
+    from dycore.timestepping.simulation import Simulation
+
+    cfg = load_config("configs/mountainwave3d_small.yaml", {"mesh": {"nx": 2, "ny": 2, "nz": 2}})
+    first, second = (Simulation(cfg, setup_cache=tmp_path) for _ in range(2))
+    dx = first.horizontal_spacing()
+    assert "courant-spacing" in first.setup_cache.misses
+    assert second.horizontal_spacing() == dx == first.mesh.min_horizontal_extent() > 0
+    assert "courant-spacing" in second.setup_cache.hits
+    assert "set-up cache: load Courant spacing" in second.timers.as_dict()
 
 
 def test_watch_step_problems():
