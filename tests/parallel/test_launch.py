@@ -97,3 +97,19 @@ def test_a_serial_run_in_a_slurm_step_of_four_tasks_is_refused(tmp_path):
     assert proc.stderr.count("launched as 4 processes (SLURM_STEP_NUM_TASKS=4, set by Slurm "
                              "srun)") == 1, proc.stderr
     assert not out.exists()
+
+
+def test_gpu_ranks_with_atomic_sums_take_the_all_reduce_sum():
+    """Exact dot products where the run asks for reproducible sums (and on CPU ranks); the
+    plain all-reduce sum on GPU ranks with atomic assembly (not reproducible anyway)."""
+    from dycore.config import load_config
+    from dycore.parallel.run import default_reduction
+
+    def cfg(**backend):
+        return load_config("configs/mountainwave3d_small.yaml", {"backend": backend})
+
+    assert default_reduction(cfg(name="cpu")) == "exact"
+    assert default_reduction(cfg(name="gpu", solver_mode="device")) == "allreduce"
+    assert default_reduction(cfg(name="gpu", solver_mode="device",
+                                 assembly="deterministic")) == "exact"
+    assert default_reduction(cfg(name="gpu", solver_mode="device", strict=True)) == "exact"
