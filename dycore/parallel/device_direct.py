@@ -185,10 +185,6 @@ class ReplicatedDirectPressure:
                      "the %d-row factorisation; one all-gather of %d values per rank and "
                      "solve, no halo exchange)", transport.size, n, m)
 
-    def allgather_bytes(self) -> int:
-        """Bytes this rank contributes to the all-gather of one solve (8·m)."""
-        return 8 * self.m
-
     def steps(self, rhs):
         """The solve as a generator that yields once, after the all-gather's post (so K
         loopback ranks in one process run it in lock step: every rank's block must be posted
