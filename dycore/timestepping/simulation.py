@@ -178,7 +178,8 @@ class Simulation:
         if getattr(self.backend, "solver_mode", "host") == "device":
             from dycore.solvers.device import DeviceSystems
             return DeviceSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
-                                 self.timers, setup_cache=self.setup_cache)
+                                 self.timers, setup_cache=self.setup_cache,
+                                 coriolis=self.coeffs.f_cor != 0.0)
         from dycore.solvers.systems import HostSystems
         return HostSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
                            self.timers)

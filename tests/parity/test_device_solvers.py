@@ -17,7 +17,7 @@ from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, grouped_matvec,
                                 smoother_coefficients, vcycle_reference)
 from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,
-                                   group_size)
+                                   LeanBlocks, group_size)
 
 RB = 16
 
@@ -321,3 +321,96 @@ def test_vcycle_with_float32_levels_is_the_rounded_hierarchys_cycle(la):
     pcg.b_arr[...] = b
     x, its = pcg.solve()
     assert np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b)
+
+
+def _momentum_like(coriolis, nb=23, seed=11):
+    """A BCSR 3×3 matrix with the momentum blocks' shape — [[l0, a01, 0], [a10, l1, 0],
+    [0, 0, l2]], the Coriolis entries −0.0 / 0.0 when ``coriolis`` is False (as the weak form
+    writes them for f = 0) — except the blocks at ``full`` (every 5th), which are full 3×3
+    blocks (what the no-normal-flow rotation writes). Returns (pattern, values (nnzb,3,3),
+    full positions, scipy BSR)."""
+    rng = np.random.default_rng(seed)
+    rows, cols = zip(*[(i, j) for i in range(nb) for j in (i - 2, i - 1, i, i + 1, i + 3)
+                       if 0 <= j < nb])
+    pat = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(nb, nb))
+    pat.sort_indices()
+    vals = np.zeros((pat.nnz, 3, 3))
+    for d in range(3):
+        vals[:, d, d] = rng.standard_normal(pat.nnz)
+    if coriolis:
+        f = rng.standard_normal(pat.nnz)
+        vals[:, 0, 1], vals[:, 1, 0] = -f, f
+    else:
+        vals[:, 0, 1] = -0.0
+    full = np.arange(2, pat.nnz, 5)
+    vals[full] = rng.standard_normal((full.size, 3, 3))
+    a = sp.bsr_matrix((vals, pat.indices, pat.indptr), shape=(3 * nb, 3 * nb))
+    return pat, vals, full, a
+
+
+@pytest.mark.parametrize("coriolis,g", [(False, 1), (False, 2), (True, 1), (True, 4)])
+def test_lean_momentum_product_gives_the_full_products_bits(la, coriolis, g):
+    """bsr3_lean_spmv reads 3 (5) entries of a block and the rotated blocks in full: every
+    mode and both dot products bitwise those of bsr_spmv; SciPy to rounding."""
+    pat, vals, full, a = _momentum_like(coriolis)
+    full_m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3, g)
+    lean_m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3, g)
+    lean_m.lean_blocks = lb = LeanBlocks(la, pat.indices.astype(np.int32), full, coriolis)
+    assert lb.ncomp == (5 if coriolis else 3) and lb.nfull == full.size
+    lb.refresh(la, lean_m)
+    x, b, w = np.random.default_rng(12).standard_normal((3, a.shape[0]))
+    for mode, ndot in ((0, 0), (0, 1), (0, 2), (1, 1), (2, 2)):
+        out = []
+        for m in (full_m, lean_m):
+            y, ctl = b.copy(), _ctl()
+            partial = np.full((la.nparts(m), 2), np.nan)
+            la.spmv(m, x, y, mode=mode, b=b, w=w if ndot else None,
+                    partial=partial if ndot else None, ctl=ctl,
+                    op=K.OP_BI_OMEGA if ndot == 2 else K.OP_STORE, slot=K.PQ, ndot=ndot)
+            out.append((y, ctl.copy()))
+        assert np.array_equal(out[0][0], out[1][0]), (mode, ndot)
+        assert np.array_equal(out[0][1], out[1][1]), (mode, ndot)
+        expect = {0: a @ x, 1: b - a @ x, 2: b + a @ x}[mode]
+        np.testing.assert_allclose(out[1][0], expect, rtol=1e-13, atol=1e-13)
+
+
+def test_lean_momentum_product_reads_only_the_declared_entries(la):
+    """The contract the lean product rests on: an entry outside the declared block sparsity
+    (here (0,2) of a non-rotated block) is not read — which is why the weak form's zeros are
+    checked (tests/unit/test_block_sparsity.py) — while a rotated block is read whole."""
+    pat, vals, full, a = _momentum_like(True)
+    lean = vals.copy()
+    lean[0, 0, 2] = 5.0                      # block 0: not rotated
+    lean[full[0], 0, 2] += 5.0               # a rotated block
+    m = DeviceMatrix(la, pat.indptr, pat.indices, lean.reshape(-1), 3)
+    m.lean_blocks = LeanBlocks(la, pat.indices.astype(np.int32), full, True)
+    m.lean_blocks.refresh(la, m)
+    x = np.random.default_rng(13).standard_normal(a.shape[0])
+    y = np.empty_like(x)
+    la.spmv(m, x, y, ctl=_ctl())
+    seen = vals.copy()
+    seen[full[0], 0, 2] += 5.0
+    expect = sp.bsr_matrix((seen, pat.indices, pat.indptr), shape=a.shape) @ x
+    np.testing.assert_allclose(y, expect, rtol=1e-13, atol=1e-13)
+    assert abs(y[0] - (sp.bsr_matrix((lean, pat.indices, pat.indptr), shape=a.shape) @ x)[0]) > 1
+
+
+def test_bicgstab_over_lean_momentum_blocks_is_bitwise_the_full_solve(la):
+    pat, vals, full, a = _momentum_like(True, nb=31, seed=14)
+    diag = np.array([pat.indptr[i] + np.flatnonzero(
+        pat.indices[pat.indptr[i]:pat.indptr[i + 1]] == i)[0] for i in range(pat.shape[0])])
+    vals[diag] += 6.0 * np.eye(3)
+    cfg = SimpleNamespace(rtol=1e-10, atol=0.0, max_iterations=200)
+    b = np.random.default_rng(15).standard_normal(a.shape[0])
+    out = []
+    for lean in (False, True):
+        m = DeviceMatrix(la, pat.indptr, pat.indices, vals.reshape(-1), 3)
+        if lean:
+            m.lean_blocks = LeanBlocks(la, pat.indices.astype(np.int32), full, True)
+        solver = DeviceBiCGStab(la, pat.shape[0], 3, diag, "block_jacobi", cfg,
+                                np.zeros(K.NCTL), "momentum")
+        x, its = solver.solve(m, b)
+        out.append((x.copy(), its))
+    assert out[0][1] == out[1][1] > 3 and np.array_equal(out[0][0], out[1][0])
+    a = sp.bsr_matrix((vals, pat.indices, pat.indptr), shape=a.shape)
+    assert np.linalg.norm(b - a @ out[1][0]) <= 1e-10 * np.linalg.norm(b)

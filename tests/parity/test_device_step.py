@@ -63,3 +63,30 @@ def test_graph_replays_equal_direct_launches_bitwise(two_steps):
     assert all(np.array_equal(fg[name], fd[name]) for name in fg)
     counts = two_steps["direct"][2]
     assert counts["graph_replays"] == 0 and counts["launches"] > 250   # (q_c, q_r skipped)
+
+
+def test_lean_momentum_products_leave_the_step_bitwise():
+    """The momentum solves' products over lean blocks (the diagonal entries, the no-normal-flow
+    rotated blocks in full; f = 0, the cases' default) give the full products' bits: two steps
+    with and without them, the same fields and iteration counts. (With Coriolis entries:
+    tests/parity/test_device_solvers.py, kernel by kernel.)"""
+    coriolis_f = 0.0
+    out = []
+    for lean in (True, False):
+        cfg = load_config("configs/mountainwave3d_small.yaml", {
+            "mesh": {"nx": 2, "ny": 2, "nz": 2}, "physics": {"coriolis_f": coriolis_f},
+            "backend": {"name": "gpu", "solver_mode": "device", "assembly": "deterministic"},
+            "output": {"progress": False}})
+        sim = build_simulation(cfg)
+        sim.systems.set_lean_momentum(lean)
+        diags = [sim.step(), sim.step()]
+        blocks = [m.lean_blocks for _, m in sim.systems._matrices.values() if m.bs == 3]
+        if lean:
+            assert len(blocks) == 1 and blocks[0].ncomp == (5 if coriolis_f else 3)
+            assert 0 < blocks[0].nfull < blocks[0].nnzb     # rotated blocks read in full
+        else:
+            assert blocks == [None]
+        out.append((sim.host_fields(), [d["solver_iterations_momentum"] for d in diags]))
+    assert out[0][1] == out[1][1] and out[0][1][0] > 0
+    for name in out[0][0]:
+        assert np.array_equal(out[0][0][name], out[1][0][name]), name
