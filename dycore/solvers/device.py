@@ -58,8 +58,14 @@ class DeviceSystems:
     """
 
     #: read the momentum matrix lean in its products (:class:`LeanBlocks`; False: every block
-    #: in full — the same bits; an A/B switch, see :meth:`set_lean_momentum`)
+    #: in full — the same bits; an A/B switch, see :meth:`set_products`)
     lean_momentum = True
+    #: threads per block row of the tracer (CSR) and momentum (BCSR 3×3) products: the fastest
+    #: of g = 1, 2, 4, 8 for y = A x with w·y in a CUDA graph (H100, paper mesh, 14.5 nonzeros
+    #: per row: tracer 8.3 / 10.4 / 14.5 / 18.5 µs; lean momentum 47.6 / 36.5 / 33.3 / 39.1 µs;
+    #: ``scripts/device/spmv_groups.py``, docs/performance.md) — not the four nonzeros per
+    #: thread of :func:`~dycore.solvers.krylov.group_size` that the AMG levels use
+    tracer_group, momentum_group = 1, 4
 
     def __init__(self, backend, sparsity, ops, cfg, timers, smoother="chebyshev", sweeps=2,
                  rb=None, max_coarse=500, setup_cache=None, coriolis=True):
@@ -166,7 +172,8 @@ class DeviceSystems:
         """The DeviceMatrix over an assembler's values buffer (cached: the buffer is fixed)."""
         key = self._key(values)
         if key not in self._matrices:
-            m = DeviceMatrix(self.la, self._indptr, self._indices, values, bs)
+            m = DeviceMatrix(self.la, self._indptr, self._indices, values, bs,
+                             self.momentum_group if bs == 3 else self.tracer_group)
             if bs == 3 and self.lean_momentum:
                 m.lean_blocks = self._lean_blocks()
             self._matrices[key] = (values, m)
@@ -176,16 +183,22 @@ class DeviceSystems:
         full = None if self._nnf is None else self._nnf.blk_pos
         return LeanBlocks(self.la, self._indices, full, self._coriolis)
 
-    def set_lean_momentum(self, on: bool) -> None:
-        """Read the momentum matrix lean (True) or in full (False) from the next step on (an
-        A/B switch: the same bits). The momentum solves re-learn their budgets and the
-        iterations are captured afresh (the caller clears the stepper's graphs:
-        ``stepper.state_changed()``)."""
-        self.lean_momentum = bool(on)
-        for _, m in self._matrices.values():
-            if m.bs == 3:
-                m.lean_blocks = self._lean_blocks() if on else None
+    def set_products(self, lean: bool | None = None, tracer_group: int | None = None,
+                     momentum_group: int | None = None) -> None:
+        """Change how the tracer and momentum solves' products run, from the next step on (an
+        A/B switch; None keeps a setting): ``lean`` momentum blocks (the same bits) and the
+        threads per row ``tracer_group`` / ``momentum_group`` (a power of two ≤ 32; another
+        summation order: other round-off). The solves re-learn their budgets; the caller
+        clears the stepper's captured iterations (``stepper.state_changed()``)."""
+        if lean is not None:
+            self.lean_momentum = bool(lean)
+        if tracer_group is not None:
+            self.tracer_group = int(tracer_group)
+        if momentum_group is not None:
+            self.momentum_group = int(momentum_group)
+        self._matrices.clear()
         self.momentum_solver._graphs.clear()
+        self.tracer_solver._graphs.clear()
         self.check = True
 
     def _view(self, a):

@@ -78,7 +78,7 @@ def test_lean_momentum_products_leave_the_step_bitwise():
             "backend": {"name": "gpu", "solver_mode": "device", "assembly": "deterministic"},
             "output": {"progress": False}})
         sim = build_simulation(cfg)
-        sim.systems.set_lean_momentum(lean)
+        sim.systems.set_products(lean=lean)
         diags = [sim.step(), sim.step()]
         blocks = [m.lean_blocks for _, m in sim.systems._matrices.values() if m.bs == 3]
         if lean:
