@@ -132,6 +132,11 @@ class CudssDirect:
     reordering : name of a cuDSS ``ReorderingAlg`` (DEFAULT: nested dissection)
     perm : (n,) int32 or None — a fill-reducing permutation to use instead of reordering
         (cuDSS ``USER_PERM``, e.g. :meth:`permutation` of an earlier run)
+    tree : uint8 bytes or None — with ``perm``, the nested-dissection partition tree of the
+        same analysis (:meth:`partition_tree`; cuDSS ``USER_ND_PARTITION_TREE``). Without it
+        cuDSS factorises in the given order but loses the tree its parallel sweeps follow:
+        the verify mesh's steps took 62.1 instead of 56.0 ms (H100; 57.6 vs 51.6 ms on an
+        H200), 3 ms more per solve; the paper mesh's solve 3.09 against 3.05 ms
     deterministic : cuDSS's deterministic mode: the same bits from solve to solve and run to
         run, and a solve that can be captured into a CUDA graph — but 6.7× slower on the paper
         mesh (20.6 against 3.05 ms, H100/H200); without it two solves of one right-hand side
@@ -158,7 +163,7 @@ class CudssDirect:
     name = "cuDSS"
 
     def __init__(self, backend, a, b, x, rtol: float = 1e-10, reordering: str = "DEFAULT",
-                 perm=None, deterministic: bool = False, options=None):
+                 perm=None, deterministic: bool = False, options=None, tree=None):
         try:
             from nvmath.bindings import cudss
         except Exception as exc:  # noqa: BLE001 - ImportError or a missing shared library
@@ -198,6 +203,10 @@ class CudssDirect:
             perm = np.ascontiguousarray(perm, np.int32)
             cudss.data_set(self.handle, self.data, cudss.DataParam.USER_PERM, perm.ctypes.data,
                            perm.nbytes)
+            param = _tree_param(cudss, user=True)
+            if tree is not None and param is not None:
+                tree = np.ascontiguousarray(tree, np.uint8)
+                cudss.data_set(self.handle, self.data, param, tree.ctypes.data, tree.nbytes)
         r64, r32 = cudss.DataType.R_64F, cudss.DataType.R_32I
         self.a = cudss.matrix_create_csr(
             n, n, int(a.nnz), ptr.data.ptr, 0, idx.data.ptr, val.data.ptr, r32, r32, r64,
@@ -237,6 +246,24 @@ class CudssDirect:
         """The reordering the analysis chose, (n,) int32 (cuDSS ``PERM_REORDER_ROW``)."""
         return self._get(self.cd.DataParam.PERM_REORDER_ROW, np.int32, self.b_arr.size)
 
+    def partition_tree(self):
+        """The analysis's nested-dissection partition tree as raw bytes ((k,) uint8; cuDSS
+        ``ND_PARTITION_TREE``, ``ELIMINATION_TREE`` before cuDSS 0.8), to be given back with
+        :meth:`permutation` (``tree=``); None where this cuDSS does not report one."""
+        param = _tree_param(self.cd, user=False)
+        if param is None:
+            return None
+        value = np.zeros(4 * max(self.b_arr.size, 1 << 16), np.uint8)
+        written = np.zeros(1, np.uint64)
+        try:
+            self.cd.data_get(self.handle, self.data, param, value.ctypes.data, value.nbytes,
+                             written.ctypes.data)
+        except Exception as exc:  # noqa: BLE001 - not reported by this version / config
+            log.info("cuDSS partition tree not available (%s: %s)", type(exc).__name__, exc)
+            return None
+        k = int(written[0])
+        return value[:k].copy() if 0 < k <= value.size else None
+
     def solve(self) -> None:
         """x ← A⁻¹ b: issued on the backend's stream, returns at once (no host sync)."""
         self._execute(self.cd.Phase.SOLVE)
@@ -271,6 +298,18 @@ class CudssDirect:
             log.info("cuDSS solve captured but its replay differs from a direct call: the "
                      "Picard iteration's graph is split around it")
         return same
+
+
+def _tree_param(cudss, user: bool):
+    """cuDSS's data parameter of the nested-dissection partition tree (to set with ``user``,
+    else to read): ``[USER_]ND_PARTITION_TREE`` (cuDSS 0.8), ``[USER_]ELIMINATION_TREE``
+    (0.7), or None."""
+    prefix = "USER_" if user else ""
+    for name in ("ND_PARTITION_TREE", "ELIMINATION_TREE"):
+        param = getattr(cudss.DataParam, prefix + name, None)
+        if param is not None:
+            return param
+    return None
 
 
 def _destroy(cudss, handle, config, data, matrices) -> None:
@@ -344,7 +383,7 @@ def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
     return "direct", "cuDSS on the GPU"
 
 
-def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None):
+def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None, tree=None):
     """The direct solver for the backend's arrays: cuDSS on a GPU, SuperLU on host arrays.
 
     cuDSS runs in its deterministic mode where the run asks for reproducible sums
@@ -355,17 +394,21 @@ def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None):
     backend : CPUBackend / GPUBackend / its simulator; a : scipy sparse (n, n)
     b, x : (n,) float64 backend arrays (right-hand side, solution)
     perm : a cached cuDSS ordering (:meth:`CudssDirect.permutation`) or None
+    tree : its partition tree (:meth:`CudssDirect.partition_tree`) or None
 
     Returns
     -------
     CudssDirect or HostDirect, factorised and checked (logs its set-up time and fill)
     """
     gpu = on_gpu(backend)
-    s = (CudssDirect(backend, a, b, x, rtol, perm=perm, deterministic=_reproducible(backend))
+    s = (CudssDirect(backend, a, b, x, rtol, perm=perm, tree=tree,
+                     deterministic=_reproducible(backend))
          if gpu else HostDirect(a, b, x, rtol))
-    log.info("pressure: %s factorisation of %d rows in %.2f s (%d nonzeros in the factors, "
-             "%.1f× the matrix), set-up residual %.1e%s", s.name, a.shape[0], s.setup_s, s.fill,
-             s.fill / max(a.nnz, 1), s.residual,
+    given = ("" if perm is None else
+             " with the cached ordering" + ("" if tree is None else " and partition tree"))
+    log.info("pressure: %s factorisation of %d rows in %.2f s%s (%d nonzeros in the factors, "
+             "%.1f× the matrix), set-up residual %.1e%s", s.name, a.shape[0], s.setup_s, given,
+             s.fill, s.fill / max(a.nnz, 1), s.residual,
              "" if not gpu else (", solve captured in the iteration graphs" if s.capturable
                                     else ", iteration graphs split around the solve"))
     return s

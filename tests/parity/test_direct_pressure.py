@@ -98,8 +98,8 @@ def test_direct_is_for_the_pressure_matrix_only():
 
 
 def test_the_cudss_ordering_comes_from_the_setup_cache(tmp_path, monkeypatch):
-    """On a GPU the first factorisation stores its ordering; the next run's passes it back
-    (a stand-in for cuDSS records what it was given)."""
+    """On a GPU the first factorisation stores its ordering and partition tree; the next run's
+    passes both back (a stand-in for cuDSS records what it was given)."""
     import types
 
     import dycore.solvers.device as device
@@ -109,15 +109,18 @@ def test_the_cudss_ordering_comes_from_the_setup_cache(tmp_path, monkeypatch):
     given = []
 
     class FakeCudss:
-        def __init__(self, perm):
-            self.perm = perm
+        def __init__(self, perm, tree):
+            self.perm, self.tree = perm, tree
 
         def permutation(self):
             return np.arange(5, dtype=np.int32)[::-1]
 
-    def fake_direct_solver(backend, a, b, x, rtol, perm=None):
-        given.append(perm)
-        return FakeCudss(perm)
+        def partition_tree(self):
+            return np.arange(12, dtype=np.uint8)
+
+    def fake_direct_solver(backend, a, b, x, rtol, perm=None, tree=None):
+        given.append((perm, tree))
+        return FakeCudss(perm, tree)
 
     monkeypatch.setattr(device, "on_gpu", lambda backend: True)
     monkeypatch.setattr(device, "direct_solver", fake_direct_solver)
@@ -127,10 +130,26 @@ def test_the_cudss_ordering_comes_from_the_setup_cache(tmp_path, monkeypatch):
         cache = SetupCache(tmp_path, (np.arange(3.0),), {"k": 1})
         stub = types.SimpleNamespace(b=None, b_arr=None, x_arr=None, timers=StageTimers())
         d = device.DeviceSystems._factorise(stub, ops, cfg, cache)
-        assert (cache.misses, cache.hits) == ((["cudss-ordering"], []) if run == 0
-                                              else ([], ["cudss-ordering"]))
-    assert given[0] is None and np.array_equal(given[1], [4, 3, 2, 1, 0]) and len(given) == 2
-    assert np.array_equal(d.perm, [4, 3, 2, 1, 0])
+        assert (cache.misses, cache.hits) == ((["cudss-ordering-tree"], []) if run == 0
+                                              else ([], ["cudss-ordering-tree"]))
+    assert given[0] == (None, None) and len(given) == 2
+    assert np.array_equal(given[1][0], [4, 3, 2, 1, 0])
+    assert np.array_equal(given[1][1], np.arange(12)) and given[1][1].dtype == np.uint8
+    assert np.array_equal(d.perm, [4, 3, 2, 1, 0]) and np.array_equal(d.tree, np.arange(12))
+
+
+def test_the_cudss_tree_parameter_follows_the_bindings():
+    """cuDSS 0.8 calls it ND_PARTITION_TREE, 0.7 ELIMINATION_TREE; without either: None."""
+    import types
+
+    from dycore.solvers.direct import _tree_param
+    new = types.SimpleNamespace(DataParam=types.SimpleNamespace(
+        ND_PARTITION_TREE=22, USER_ND_PARTITION_TREE=21))
+    old = types.SimpleNamespace(DataParam=types.SimpleNamespace(
+        ELIMINATION_TREE=21, USER_ELIMINATION_TREE=20))
+    assert (_tree_param(new, False), _tree_param(new, True)) == (22, 21)
+    assert (_tree_param(old, False), _tree_param(old, True)) == (21, 20)
+    assert _tree_param(types.SimpleNamespace(DataParam=types.SimpleNamespace()), True) is None
 
 
 def test_the_cudss_threading_layer_is_found_beside_cudss(tmp_path, monkeypatch):
