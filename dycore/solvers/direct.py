@@ -253,16 +253,17 @@ class CudssDirect:
         param = _tree_param(self.cd, user=False)
         if param is None:
             return None
-        value = np.zeros(4 * max(self.b_arr.size, 1 << 16), np.uint8)
         written = np.zeros(1, np.uint64)
-        try:
-            self.cd.data_get(self.handle, self.data, param, value.ctypes.data, value.nbytes,
-                             written.ctypes.data)
+        try:        # its size first (a null buffer of 0 bytes); then exactly that many bytes
+            self.cd.data_get(self.handle, self.data, param, 0, 0, written.ctypes.data)
+            value = np.zeros(int(written[0]), np.uint8)
+            if value.size:
+                self.cd.data_get(self.handle, self.data, param, value.ctypes.data,
+                                 value.nbytes, written.ctypes.data)
         except Exception as exc:  # noqa: BLE001 - not reported by this version / config
             log.info("cuDSS partition tree not available (%s: %s)", type(exc).__name__, exc)
             return None
-        k = int(written[0])
-        return value[:k].copy() if 0 < k <= value.size else None
+        return value if value.size else None
 
     def solve(self) -> None:
         """x ← A⁻¹ b: issued on the backend's stream, returns at once (no host sync)."""
