@@ -438,10 +438,11 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
                 lean[3 * nnzb + k] = data[o + 1]
                 lean[4 * nnzb + k] = data[o + 3]
 
-    def csr_spmv_dot(indptr, indices, data, g, x, y, w, partial, op, slot, ctl, ticket):
-        """y = A x for a scalar CSR matrix and the block partials of w·y, finished with ``op``
-        (< 0: not): :func:`bsr_spmv` with bs = 1, mode 0, ndot 1 — the same bits — as a lean
-        kernel (CG's A p). Launch nrow·g threads."""
+    def csr_spmv_dot(indptr, indices, data, g, x, y, w, ndot, partial, op, slot, ctl, ticket):
+        """y = A x for a scalar CSR matrix and the block partials of w·y (``ndot`` 1; with 2
+        also of y·y), finished with ``op`` (< 0: not): :func:`bsr_spmv` with bs = 1, mode 0 —
+        the same bits — as a lean kernel (CG's A p; BiCGStab's A p̂ and A ŝ). Launch nrow·g
+        threads."""
         sh = cuda.shared.array((2, RB), float64)
         if ctl[DONE] != 0.0:
             return
@@ -450,11 +451,13 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         i = gi // g
         lane = gi - i * g
         acc = 0.0
+        acc2 = 0.0
         s = csr_row(indptr, indices, data, x, i, lane, g)
         if i < indptr.shape[0] - 1 and lane == 0:
             y[i] = s
             acc = w[i] * s
-        reduce_partials(sh, t, partial, acc, 0.0, 1, op, slot, ctl, ticket)
+            acc2 = s * s
+        reduce_partials(sh, t, partial, acc, acc2, ndot, op, slot, ctl, ticket)
 
     def smooth(indptr, indices, data, g, x, b, dinv, d, x_new, c1, c2, first, ndot, partial,
                op, slot, ctl, ticket):

@@ -110,7 +110,7 @@ class DeviceLinalg:
         """y = A x / b − A x / y + A x (mode 0/1/2), ``a.g`` threads per block row; with
         ``partial`` also block partials of w·y (``ndot`` 2: and of y·y), finished with ``op``
         (< 0: not finished; then :meth:`finish` the returned number of partial rows).
-        A scalar CSR product without dots, or y = A x with w·y, runs a lean kernel
+        A scalar CSR product without dots, or y = A x with w·y (and y·y), runs a lean kernel
         (``csr_spmv``, ``csr_spmv_dot``; the same bits); a BCSR 3×3 matrix with
         :attr:`DeviceMatrix.lean_blocks` runs ``bsr3_lean_spmv`` (the same bits for finite x)."""
         if a.bs == 1 and partial is None and self.lean:
@@ -125,9 +125,9 @@ class DeviceLinalg:
                         self.no_partial if partial is None else partial, op, slot, ctl,
                         self.ticket)
             return self.nparts(a)
-        if a.bs == 1 and self.lean and mode == 0 and ndot == 1 and w is not None:
+        if a.bs == 1 and self.lean and mode == 0 and partial is not None and w is not None:
             self.launch(self.k.csr_spmv_dot, a.nrow * a.g, a.indptr, a.indices, a.data, a.g,
-                        x, y, w, partial, op, slot, ctl, self.ticket)
+                        x, y, w, ndot, partial, op, slot, ctl, self.ticket)
             return self.nparts(a)
         self.launch(self.k.bsr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.bs, a.g, x,
                     self.empty_f if b is None else b, y, mode,

@@ -273,7 +273,8 @@ def test_bicgstab_limit_is_reported(la):
 
 @pytest.mark.parametrize("g", [1, 4])
 def test_lean_csr_kernels_give_the_general_kernels_bits(la, g):
-    """csr_spmv (modes 0-2) and csr_spmv_dot (y = A x and w·y) against bsr_spmv with bs = 1."""
+    """csr_spmv (modes 0-2) and csr_spmv_dot (y = A x with w·y, and with y·y) against
+    bsr_spmv with bs = 1."""
     a = (_laplacian(9) + sp.random(81, 81, density=0.2, random_state=7, format="csr")).tocsr()
     a.sort_indices()
     m = DeviceMatrix.from_scipy(la, a, g)
@@ -298,6 +299,17 @@ def test_lean_csr_kernels_give_the_general_kernels_bits(la, g):
             ys.append(y)
         assert np.array_equal(ys[0], ys[1]) and np.array_equal(ys[0], grouped_matvec(a, x, g))
         assert ctls[0] == ctls[1] == pytest.approx(w @ ys[0], rel=1e-13)
+        ctls, ys = [], []                    # ndot 2: w·y and y·y (BiCGStab's t·s, t·t)
+        for lean in (False, True):
+            la.lean = lean
+            ctl, y = _ctl(), np.empty(a.shape[0])
+            ctl[K.DONE] = K.RUNNING
+            partial = np.full((la.nparts(m), 2), np.nan)
+            la.spmv(m, x, y, w=w, partial=partial, ctl=ctl, op=K.OP_BI_OMEGA, ndot=2)
+            ctls.append(ctl.copy())
+            ys.append(y)
+        assert np.array_equal(ys[0], ys[1]) and np.array_equal(ctls[0], ctls[1])
+        assert ctls[1][K.OMEGA] == pytest.approx((w @ ys[1]) / (ys[1] @ ys[1]), rel=1e-12)
     finally:
         la.lean = DeviceLinalg.LEAN
 

@@ -41,9 +41,12 @@ SCRIPT = textwrap.dedent(r"""
                      f1, i1),
         "smooth": (i1, i1, f1, int64, f1, f1, f1, f1, f1, float64, float64, int64, int64, f2,
                    int64, int64, f1, i1),
+        "bsr3_lean_spmv": (i1, i1, f1, int64, f1, int64, f1, f1, f1, int64, f1, int64, f2,
+                           int64, int64, f1, i1),
+        "bsr3_lean_values": (f1, i1, f1, int64),
         "csr_spmv": (i1, i1, f1, int64, f1, f1, f1, int64, f1),
         "csr_spmv@float32": (i1, i1, types.float32[::1], int64, f1, f1, f1, int64, f1),
-        "csr_spmv_dot": (i1, i1, f1, int64, f1, f1, f1, f2, int64, int64, f1, i1),
+        "csr_spmv_dot": (i1, i1, f1, int64, f1, f1, f1, int64, f2, int64, int64, f1, i1),
         "smooth@float32": (i1, i1, types.float32[::1], int64, f1, f1, f1, f1, f1, float64,
                            float64, int64, int64, f2, int64, int64, f1, i1),
         "finish": (f2, int64, int64, int64, f1),
@@ -99,7 +102,7 @@ def test_solver_and_rank_kernels_compile_to_sm90_ptx():
     import json
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["missing"] == [], f"kernels without a PTX check: {out['missing']}"
-    assert len(out["kernels"]) == 2 * 33
+    assert len(out["kernels"]) == 2 * 35
     for name, k in out["kernels"].items():
         if name.startswith("exact_round"):     # one thread, its 72 big-integer digits local
             continue
