@@ -25,7 +25,7 @@ from dycore.backend.counters import Counters
 from dycore.backend.timers import WallMarker
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["GPUBackend", "SimulatorBackend", "EventMarker", "Graph", "gpu_backend"]
+__all__ = ["GPUBackend", "SimulatorBackend", "EventMarker", "Graph", "PendingRead", "gpu_backend"]
 
 #: numba-cuda warns at every launch of fewer than 128 blocks; ours are deliberate (a reduction's
 #: second pass, the coarse AMG levels, the small meshes of tests) and the warnings buried a
@@ -51,6 +51,23 @@ class EventMarker:
     def elapsed_ms(self, later: "EventMarker") -> float:
         later.ev.synchronize()
         return cuda.event_elapsed_time(self.ev, later.ev)
+
+
+class PendingRead:
+    """A device→host copy issued on a stream and not waited for: :meth:`result` waits for the
+    copy only (an event recorded after it), not for work issued after it."""
+
+    __slots__ = ("_host", "_event", "_counters")
+
+    def __init__(self, host, event, counters):
+        self._host, self._event, self._counters = host, event, counters
+
+    def result(self):
+        """The host values (a NumPy copy); the one host synchronisation of the read."""
+        if self._event is not None:
+            self._event.synchronize()
+        self._counters.syncs += 1
+        return np.array(self._host)
 
 
 class GPUBackend:
@@ -95,6 +112,7 @@ class GPUBackend:
         #: the Graph being captured (None: launches run now)
         self.capturing = None
         self._ops = None
+        self._pinned = {}                 # read_later's pinned host buffers, by size
         self._start()
 
     def _start(self) -> None:
@@ -127,6 +145,22 @@ class GPUBackend:
         """A host copy of a backend array (a device→host copy: one host synchronisation)."""
         self.counters.syncs += 1
         return self.xp.asnumpy(a, stream=self.stream)
+
+    def read_later(self, a) -> PendingRead:
+        """Issue a device→host copy of the small float64 backend array ``a`` (contiguous) on
+        this stream into pinned host memory (one buffer per size, reused: take the
+        :meth:`PendingRead.result` before the next read of that size) and return at once."""
+        import cupy
+        n = int(a.size)
+        if n not in self._pinned:
+            mem = cupy.cuda.alloc_pinned_memory(8 * max(n, 1))
+            self._pinned[n] = np.frombuffer(mem, np.float64, n)
+        host = self._pinned[n]
+        cupy.cuda.runtime.memcpyAsync(host.ctypes.data, a.data.ptr, 8 * n,
+                                      cupy.cuda.runtime.memcpyDeviceToHost, self.stream.ptr)
+        event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record(self.stream)
+        return PendingRead(host, event, self.counters)
 
     def as_device(self, a, dtype):
         """``a`` as a backend array of ``dtype``: a host (NumPy) array is copied to the device
@@ -253,6 +287,10 @@ class SimulatorBackend(GPUBackend):
     def to_host(self, a):
         self.counters.syncs += 1
         return np.asarray(a)
+
+    def read_later(self, a) -> PendingRead:
+        """:meth:`GPUBackend.read_later`: the simulator's kernels have run, so a copy now."""
+        return PendingRead(np.array(a), None, self.counters)
 
     def as_device(self, a, dtype):
         """Host and backend arrays are both NumPy here: ``a`` itself (cast when its dtype

@@ -127,6 +127,10 @@ class Backend(Protocol):
     def to_host(self, a):
         """A NumPy array with the values of backend array ``a`` (on a GPU: one host sync)."""
 
+    def read_later(self, a):
+        """GPU backends only: a device→host copy of the small array ``a`` issued now and waited
+        for at its ``result()`` (one host sync), so that work issued in between runs on."""
+
     def zeros(self, shape, dtype=...):
         """A zero-filled backend array of ``shape`` (float64 by default)."""
 

@@ -229,6 +229,7 @@ class GpuRankSimulation(DistributedSimulation):
         # (one for all tracers) is shared with θ′ (dycore.backend.streams)
         from dycore.backend.streams import InlineBranch
         self.stepper.branch = InlineBranch()
+        self.stepper.speculate = False   # each Picard iteration in turn: the ranks' messages
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = rp.n_local(1)
         self.last_diagnostics = {}

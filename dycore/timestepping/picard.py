@@ -86,6 +86,13 @@ class PicardStepper:
         self._graphs = {}
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))
         self.scalars = self._work("scalars", (8,))
+        #: issue Picard iteration k+1 before iteration k's change (the early-exit test) is read
+        #: (GPU with device solvers): the GPU does not wait for the host's read and relaunch.
+        #: On an early exit — a change below ``time.picard_tolerance`` — iteration k+1 has
+        #: overwritten the fields of 0..k, which are issued again from the unchanged state:
+        #: the same kernels on the same inputs (an A/B switch; off on GPU ranks)
+        self.speculate = (getattr(backend, "name", "cpu") == "gpu"
+                          and getattr(backend, "solver_mode", "host") == "device")
 
     # -- work arrays, allocated once -------------------------------------------------------
     def _work(self, name, shape):
@@ -301,15 +308,27 @@ class PicardStepper:
         cfg = self.cfg
         info = StepInfo()
         k_last = cfg.nonlinear_iterations - 1
-        for k in range(cfg.nonlinear_iterations):
-            self.graphs.run(k, partial(self._iteration, state, k))
-            if k == k_last:
-                break
-            change = float(self.b.to_host(self.scalars[self._CHANGE:self._CHANGE + 1])[0])
+        change_slot = self.scalars[self._CHANGE:self._CHANGE + 1]
+        k = 0
+        self.graphs.run(0, partial(self._iteration, state, 0))
+        while k < k_last:
+            if self.speculate:                 # iteration k+1 goes out before the read
+                pending = self.b.read_later(change_slot)
+                self.graphs.run(k + 1, partial(self._iteration, state, k + 1))
+                change = float(pending.result()[0])
+            else:
+                change = float(self.b.to_host(change_slot)[0])
             info.picard_change.append(change)
             if not change == change or change < cfg.picard_tolerance:   # NaN or converged
+                if self.speculate:             # k+1 overwrote the fields of 0..k: again
+                    self.sys.begin_step()
+                    for j in range(k + 1):
+                        self.graphs.run(j, partial(self._iteration, state, j))
                 k_last = -1
                 break
+            k += 1
+            if not self.speculate:
+                self.graphs.run(k, partial(self._iteration, state, k))
         _, u, _, p = self._iterate_fields(state, k)
         tp_new = self._work("new theta_prime", state.theta_prime.shape)
         q_new = {name: state.q[name] if name in self._inactive
