@@ -319,27 +319,35 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         return s0, s1, s2
 
     @device_jit
-    def block_row_out(i, bs, s0, s1, s2, b, y, mode, w, ndot):
-        """Lane 0 of block row i stores its sums s0..s(bs−1): y = s (mode 0), b − s (mode 1),
-        y + s (mode 2); returns the row's terms of w·y and y·y (zeros without ``ndot``)."""
+    def block_row_end(sh, sg, t, i, lane, g, nrow, bs, s0, s1, s2, b, y, mode, w, ndot,
+                      partial, op, slot, ctl, ticket):
+        """The end of a block-row product (:func:`bsr_spmv`, :func:`bsr3_lean_spmv`): the
+        row's ``g`` lanes meet (:func:`group_sum`), lane 0 of block row i < nrow stores its sums
+        s0..s(bs−1) — y = s (mode 0), b − s (mode 1), y + s (mode 2) — and with ``ndot`` the
+        block partials of w·y (and y·y) are reduced (:func:`reduce_partials`). Every thread of
+        the block calls it."""
         acc = 0.0
         acc2 = 0.0
-        for a in range(bs):
-            s = s0
-            if a == 1:
-                s = s1
-            elif a == 2:
-                s = s2
-            r = i * bs + a
-            if mode == 1:
-                s = b[r] - s
-            elif mode == 2:
-                s = y[r] + s
-            y[r] = s
-            if ndot:
-                acc += w[r] * s
-                acc2 += s * s
-        return acc, acc2
+        if g > 1:
+            s0, s1, s2 = group_sum(sg, t, lane, g, s0, s1, s2)
+        if i < nrow and lane == 0:
+            for a in range(bs):
+                s = s0
+                if a == 1:
+                    s = s1
+                elif a == 2:
+                    s = s2
+                r = i * bs + a
+                if mode == 1:
+                    s = b[r] - s
+                elif mode == 2:
+                    s = y[r] + s
+                y[r] = s
+                if ndot:
+                    acc += w[r] * s
+                    acc2 += s * s
+        if ndot:
+            reduce_partials(sh, t, partial, acc, acc2, ndot, op, slot, ctl, ticket)
 
     def bsr_spmv(indptr, indices, data, bs, g, x, b, y, mode, w, ndot, partial, op, slot, ctl,
                  ticket):
@@ -355,8 +363,6 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         t = cuda.threadIdx.x
         i = gi // g
         lane = gi - i * g
-        acc = 0.0
-        acc2 = 0.0
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
@@ -366,12 +372,8 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
                     s0 += data[k] * x[indices[k]]
                 else:
                     s0, s1, s2 = block_mv(data, k * 9, x, indices[k] * 3, s0, s1, s2)
-        if g > 1:
-            s0, s1, s2 = group_sum(sg, t, lane, g, s0, s1, s2)
-        if i < indptr.shape[0] - 1 and lane == 0:
-            acc, acc2 = block_row_out(i, bs, s0, s1, s2, b, y, mode, w, ndot)
-        if ndot:
-            reduce_partials(sh, t, partial, acc, acc2, ndot, op, slot, ctl, ticket)
+        block_row_end(sh, sg, t, i, lane, g, indptr.shape[0] - 1, bs, s0, s1, s2, b, y, mode,
+                      w, ndot, partial, op, slot, ctl, ticket)
 
     def bsr3_lean_spmv(indptr, cols, lean, ncomp, data, g, x, b, y, mode, w, ndot, partial,
                        op, slot, ctl, ticket):
@@ -396,8 +398,6 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         i = gi // g
         lane = gi - i * g
         nnzb = cols.shape[0]
-        acc = 0.0
-        acc2 = 0.0
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
@@ -415,12 +415,8 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
                         s1 += lean[4 * nnzb + k] * x0
                     s1 += lean[nnzb + k] * x1
                     s2 += lean[2 * nnzb + k] * x[3 * c + 2]
-        if g > 1:
-            s0, s1, s2 = group_sum(sg, t, lane, g, s0, s1, s2)
-        if i < indptr.shape[0] - 1 and lane == 0:
-            acc, acc2 = block_row_out(i, 3, s0, s1, s2, b, y, mode, w, ndot)
-        if ndot:
-            reduce_partials(sh, t, partial, acc, acc2, ndot, op, slot, ctl, ticket)
+        block_row_end(sh, sg, t, i, lane, g, indptr.shape[0] - 1, 3, s0, s1, s2, b, y, mode,
+                      w, ndot, partial, op, slot, ctl, ticket)
 
     def bsr3_lean_values(data, cols, lean, ncomp):
         """The lean entries of :func:`bsr3_lean_spmv` from the full 3×3 blocks ``data``:

@@ -65,6 +65,15 @@ def test_graph_replays_equal_direct_launches_bitwise(two_steps):
     assert counts["graph_replays"] == 0 and counts["launches"] > 250   # (q_c, q_r skipped)
 
 
+def _deterministic_device_sim(**sections):
+    """The 2×2×2 small mesh with device solvers and deterministic assembly (reproducible
+    bits), the config sections ``sections`` merged in."""
+    return build_simulation(load_config("configs/mountainwave3d_small.yaml", {
+        "mesh": {"nx": 2, "ny": 2, "nz": 2}, **sections,
+        "backend": {"name": "gpu", "solver_mode": "device", "assembly": "deterministic"},
+        "output": {"progress": False}}))
+
+
 def test_lean_momentum_products_leave_the_step_bitwise():
     """The momentum solves' products over lean blocks (the diagonal entries, the no-normal-flow
     rotated blocks in full; f = 0, the cases' default) give the full products' bits: two steps
@@ -73,11 +82,7 @@ def test_lean_momentum_products_leave_the_step_bitwise():
     coriolis_f = 0.0
     out = []
     for lean in (True, False):
-        cfg = load_config("configs/mountainwave3d_small.yaml", {
-            "mesh": {"nx": 2, "ny": 2, "nz": 2}, "physics": {"coriolis_f": coriolis_f},
-            "backend": {"name": "gpu", "solver_mode": "device", "assembly": "deterministic"},
-            "output": {"progress": False}})
-        sim = build_simulation(cfg)
+        sim = _deterministic_device_sim(physics={"coriolis_f": coriolis_f})
         sim.systems.set_products(lean=lean)
         diags = [sim.step(), sim.step()]
         blocks = [m.lean_blocks for _, m in sim.systems._matrices.values() if m.bs == 3]
@@ -100,11 +105,7 @@ def test_speculative_picard_iteration_gives_the_in_order_bits(tolerance):
     iteration overwrote and which is issued again)."""
     out = []
     for speculate in (True, False):
-        cfg = load_config("configs/mountainwave3d_small.yaml", {
-            "mesh": {"nx": 2, "ny": 2, "nz": 2}, "time": {"picard_tolerance": tolerance},
-            "backend": {"name": "gpu", "solver_mode": "device", "assembly": "deterministic"},
-            "output": {"progress": False}})
-        sim = build_simulation(cfg)
+        sim = _deterministic_device_sim(time={"picard_tolerance": tolerance})
         assert sim.stepper.speculate                   # the default with device solvers
         sim.stepper.speculate = speculate
         diags = [sim.step() for _ in range(2)]
