@@ -24,6 +24,18 @@ class HostCSR(sp.csr_matrix):
         out[...] = (self @ x.reshape(-1)).reshape(out.shape)
 
 
+class _Ready:
+    """A read that is complete: ``result()`` gives the values (see ``read_later``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
 class CPUVectorOps:
     """Vector operations of the Picard step in NumPy (the reference the GPU kernels of
     :mod:`dycore.backend.gpu_ops` reproduce operation by operation). Arguments as there."""
@@ -120,6 +132,10 @@ class CPUBackend:
 
     def to_host(self, a):
         return np.asarray(a)
+
+    def read_later(self, a):
+        """The protocol's deferred read: on the CPU the values are there now (no sync)."""
+        return _Ready(np.array(a))
 
     def marker(self):
         return WallMarker()

@@ -128,8 +128,9 @@ class Backend(Protocol):
         """A NumPy array with the values of backend array ``a`` (on a GPU: one host sync)."""
 
     def read_later(self, a):
-        """GPU backends only: a device→host copy of the small array ``a`` issued now and waited
-        for at its ``result()`` (one host sync), so that work issued in between runs on."""
+        """A host read of the small array ``a`` whose values ``result()`` gives: on a GPU a
+        device→host copy issued now and waited for at ``result()`` (one host sync), so that
+        work issued in between runs on; on the CPU the values at once."""
 
     def zeros(self, shape, dtype=...):
         """A zero-filled backend array of ``shape`` (float64 by default)."""
