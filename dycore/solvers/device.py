@@ -203,8 +203,8 @@ class DeviceSystems:
         if momentum_group is not None:
             self.momentum_group = int(momentum_group)
         self._matrices.clear()
-        self.momentum_solver._graphs.clear()
-        self.tracer_solver._graphs.clear()
+        self.momentum_solver.forget_graphs()
+        self.tracer_solver.forget_graphs()
         self.check = True
 
     def _view(self, a):

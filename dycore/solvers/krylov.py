@@ -293,6 +293,11 @@ class _Solver:
                 iterate()
         return b.capture(first), b.capture(more), budget, first
 
+    def forget_graphs(self) -> None:
+        """Drop the captured solves: the next solve of each kind runs checked again and
+        learns its budget (after its matrix or launch shape changed)."""
+        self._graphs.clear()
+
     def accumulate(self, stats, slot: int) -> None:
         """Launch stats[slot] += iterations, stats[slot + 1] += (not converged)."""
         self.la.b.launch(self.la.k.accumulate, (1, 1), self.ctl, stats, slot)

@@ -309,26 +309,27 @@ class PicardStepper:
         info = StepInfo()
         k_last = cfg.nonlinear_iterations - 1
         change_slot = self.scalars[self._CHANGE:self._CHANGE + 1]
+
+        def issue(j):
+            self.graphs.run(j, partial(self._iteration, state, j))
         k = 0
-        self.graphs.run(0, partial(self._iteration, state, 0))
+        issue(0)
         while k < k_last:
+            pending = self.b.read_later(change_slot)
             if self.speculate:                 # iteration k+1 goes out before the read
-                pending = self.b.read_later(change_slot)
-                self.graphs.run(k + 1, partial(self._iteration, state, k + 1))
-                change = float(pending.result()[0])
-            else:
-                change = float(self.b.to_host(change_slot)[0])
+                issue(k + 1)
+            change = float(pending.result()[0])
             info.picard_change.append(change)
             if not change == change or change < cfg.picard_tolerance:   # NaN or converged
                 if self.speculate:             # k+1 overwrote the fields of 0..k: again
                     self.sys.begin_step()
                     for j in range(k + 1):
-                        self.graphs.run(j, partial(self._iteration, state, j))
+                        issue(j)
                 k_last = -1
                 break
             k += 1
             if not self.speculate:
-                self.graphs.run(k, partial(self._iteration, state, k))
+                issue(k)
         _, u, _, p = self._iterate_fields(state, k)
         tp_new = self._work("new theta_prime", state.theta_prime.shape)
         q_new = {name: state.q[name] if name in self._inactive
