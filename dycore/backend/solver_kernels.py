@@ -38,6 +38,8 @@ import math
 from numba import config as numba_config
 from numba import cuda, float64
 
+from dycore.backend import _cudasim_compat  # noqa: F401  (the simulator's shared arrays)
+
 __all__ = ["NCTL", "DONE", "ITS", "BB", "TOL2", "RR", "RZ", "ALPHA", "BETA", "RHO", "OMEGA",
            "RTOL2", "ATOL2", "MAXIT", "RUNNING", "CONVERGED", "LIMIT", "BREAKDOWN",
            "OP_INIT", "OP_CG_ALPHA", "OP_CHECK", "OP_CG_BETA", "OP_BI_ALPHA", "OP_BI_S",

@@ -28,6 +28,7 @@ import math
 from numba import cuda, float64
 
 from dycore.assembly import no_normal_flow as nnf
+from dycore.backend import _cudasim_compat  # noqa: F401  (the simulator's shared arrays)
 
 __all__ = ["build_vector_kernels", "NSTEP_SCALARS"]
 

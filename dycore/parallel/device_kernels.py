@@ -37,6 +37,7 @@ import math
 
 from numba import cuda, int64
 
+from dycore.backend import _cudasim_compat  # noqa: F401  (the simulator's shared arrays)
 from dycore.parallel.reduce import _EMIN, _NB
 
 __all__ = ["NPARTS", "EXACT_BLOCK", "ROUND_BLOCK", "get_rank_kernels"]
