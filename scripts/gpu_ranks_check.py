@@ -2,7 +2,8 @@
 
     python3 scripts/gpu_ranks_check.py CONFIG --ranks 2 [--steps 10] [--warmup 2] \
         [--reduction exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
-        [--pressure jacobi|amg] [--method auto|cg|direct] [--json out.json]
+        [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
+        [--mesh-one NX NY NZ] [--json out.json]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -17,17 +18,25 @@ device work is inside), the max over ranks per step. Rank 0 writes the step time
 (sent by all ranks, per step), the staged transport's host time in exchanges (per rank and step;
 NCCL: not measured), iteration counts, rank 0's stage timers, and the gathered fields.
 
-Printed (and written to ``--json``): for K ranks and for 1 rank, the median step time [ms], the
-halo kB per step, and for K ranks the max |diff| of every field from the 1-rank run after the
-same number of steps (0 in every field with ``--deterministic``, the exact reduction and
-pressure ``jacobi``: the same bits on any rank count) and the speed-up. Exit status 1 when a
-rank run fails or, with ``--deterministic`` + exact + jacobi, a field differs in any bit.
+``--mesh`` sets the cells of the K-rank run (default: the configuration's), ``--mesh-one`` those
+of the 1-rank run (default: ``--mesh``): a weak-scaling pair when they differ (e.g. 96 96 80 on
+2 ranks against 96 96 40 on one: the same tetrahedra per GPU).
+
+Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
+the median step time [ms], the halo kB per step, every rank's peak host memory (``ru_maxrss``,
+MB) after the set-up and after the steps, and for K ranks on the 1-rank mesh the max |diff| of
+every field from the 1-rank run after the same number of steps (0 in every field with
+``--deterministic``, the exact reduction and pressure ``jacobi``: the same bits on any rank
+count) and the speed-up (strong scaling); on another mesh the weak-scaling efficiency
+(1-rank step / K-rank step, per tetrahedra per rank). Exit status 1 when a rank run fails or,
+with ``--deterministic`` + exact + jacobi on one mesh, a field differs in any bit.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -39,6 +48,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 FIELDS = ("u", "v", "w", "p", "theta_prime", "q_v", "q_c", "q_r")
+
+
+def _peak_host_mb() -> float:
+    """This process's peak resident memory [MB] (``ru_maxrss``: kB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _config(args):
@@ -56,6 +70,8 @@ def _config(args):
         pressure["method"] = args.method
     if pressure:
         over["solvers"] = {"pressure": pressure}
+    if args.mesh:
+        over["mesh"] = dict(zip(("nx", "ny", "nz"), args.mesh))
     return dycore.load_config(args.config, backend=backend, **over)
 
 
@@ -70,6 +86,7 @@ def worker(args) -> None:
         sim = GpuRankSimulation(_config(args), comm, reduction=args.reduction,
                                 transport=args.transport)
         setup_s = time.perf_counter() - t0
+        peak_setup = comm.gather(_peak_host_mb(), root=0)
         for _ in range(args.warmup):
             sim.step()
         sim.timers.reset()        # the stage timers cover the timed steps only
@@ -88,10 +105,14 @@ def worker(args) -> None:
         halo_s = (None if s0 is None
                   else comm.allreduce(t.seconds - s0, op=MPI.SUM) / comm.size / n)
         fields = sim.gather_fields()
+        peak = comm.gather(_peak_host_mb(), root=0)
         if comm.rank == 0:
             np.savez(args.out + ".npz", **fields)
             Path(args.out + ".json").write_text(json.dumps({
                 "ranks": comm.size, "setup_s": setup_s, "step_s": times, "iterations": its,
+                "mesh": [sim.config.mesh.nx, sim.config.mesh.ny, sim.config.mesh.nz],
+                "tets": int(sim.mesh.tets.shape[0]), "nodes": int(sim.nnodes),
+                "peak_host_mb_after_setup": peak_setup, "peak_host_mb": peak,
                 "halo_bytes_per_step": halo_bytes, "halo_host_s_per_step": halo_s,
                 "transport": type(t).__name__, "device": sim.backend.describe(),
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
@@ -108,7 +129,7 @@ def _mpiexec() -> str:
     return found
 
 
-def _launch(args, k: int, out: str) -> tuple[dict | None, str]:
+def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
     cmd = [_mpiexec(), "-n", str(k), sys.executable, str(Path(__file__).resolve()), "--worker",
            args.config, "--out", out, "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--reduction", args.reduction, "--transport", args.transport]
@@ -118,6 +139,8 @@ def _launch(args, k: int, out: str) -> tuple[dict | None, str]:
         cmd += ["--pressure", args.pressure]
     if args.method:
         cmd += ["--method", args.method]
+    if mesh:
+        cmd += ["--mesh", *map(str, mesh)]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
@@ -131,7 +154,10 @@ def _launch(args, k: int, out: str) -> tuple[dict | None, str]:
 
 def _summary(res: dict) -> dict:
     return {"ranks": res["ranks"], "transport": res["transport"], "device": res["device"],
+            "mesh": res["mesh"], "tets": res["tets"], "nodes": res["nodes"],
             "setup_s": round(res["setup_s"], 2),
+            "peak_host_mb_after_setup": [round(m, 1) for m in res["peak_host_mb_after_setup"]],
+            "peak_host_mb": [round(m, 1) for m in res["peak_host_mb"]],
             "step_ms_median": round(1e3 * float(np.median(res["step_s"])), 3),
             "step_ms_all": [round(1e3 * s, 3) for s in res["step_s"]],
             "halo_kB_per_step": round(res["halo_bytes_per_step"] / 1e3, 1),
@@ -154,6 +180,10 @@ def main(argv=None) -> int:
     p.add_argument("--pressure", choices=("jacobi", "amg"))
     p.add_argument("--method", choices=("auto", "cg", "direct"),
                    help="solvers.pressure.method (default: the config's)")
+    p.add_argument("--mesh", type=int, nargs=3, metavar=("NX", "NY", "NZ"),
+                   help="cells of the K-rank run (default: the config's)")
+    p.add_argument("--mesh-one", type=int, nargs=3, metavar=("NX", "NY", "NZ"),
+                   help="cells of the 1-rank run (default: --mesh); another mesh: weak scaling")
     p.add_argument("--json")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -164,8 +194,11 @@ def main(argv=None) -> int:
         return 0
     runs, failed = {}, []
     with tempfile.TemporaryDirectory() as tmp:
+        one_mesh = args.mesh_one or args.mesh
+        weak = args.ranks != 1 and one_mesh != args.mesh
         for k in dict.fromkeys((args.ranks, 1)):
-            res, err = _launch(args, k, str(Path(tmp) / f"ranks{k}"))
+            res, err = _launch(args, k, str(Path(tmp) / f"ranks{k}"),
+                               one_mesh if k == 1 else args.mesh)
             if res is None:
                 print(err, file=sys.stderr)
                 failed.append(k)
@@ -175,13 +208,17 @@ def main(argv=None) -> int:
            "reduction": args.reduction, "deterministic": args.deterministic,
            "runs": {k: _summary(r) for k, r in runs.items()}, "failed": failed}
     bad = bool(failed)
-    if args.ranks in runs and 1 in runs and args.ranks != 1:
+    if args.ranks in runs and 1 in runs and weak:
+        kr, one = out["runs"][args.ranks], out["runs"][1]
+        out["weak_efficiency"] = round(one["step_ms_median"] / kr["step_ms_median"], 3)
+        out["tets_per_rank"] = {args.ranks: kr["tets"] / args.ranks, 1: one["tets"]}
+    elif args.ranks in runs and 1 in runs and args.ranks != 1:
         a, b = runs[args.ranks]["fields"], runs[1]["fields"]
         diff = {f: float(np.max(np.abs(a[f] - b[f]))) for f in FIELDS}
         out["max_abs_diff_vs_1_rank"] = diff
         out["speedup_vs_1_rank"] = round(out["runs"][1]["step_ms_median"]
                                          / out["runs"][args.ranks]["step_ms_median"], 3)
-        cfg = _config(args)
+        cfg = _config(args)       # (the --mesh of both runs)
         if (args.deterministic and args.reduction == "exact"
                 and cfg.solvers.pressure.preconditioner == "jacobi" and any(diff.values())):
             bad = True

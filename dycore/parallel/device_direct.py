@@ -13,7 +13,10 @@ rank instead factorises the WHOLE global matrix on its own GPU:
   owned global ids are all-gathered once; each rank factorises with
   :func:`~dycore.solvers.direct.direct_solver` (cuDSS on a GPU, in its deterministic mode
   for reproducible runs; SuperLU under numba-cuda's simulator). Memory per rank is the serial
-  factorisation's (≈ 35 GB at :data:`~dycore.solvers.direct.AUTO_DIRECT_MAX_ROWS`);
+  factorisation's (≈ 35 GB at :data:`~dycore.solvers.direct.AUTO_DIRECT_MAX_ROWS`). On a GPU
+  the ordering and partition tree of cuDSS's analysis come from rank 0's set-up cache
+  (:func:`shared_ordering`: every rank factorises with rank 0's entry) or, on a miss, rank 0
+  stores its own after the factorisation (:func:`keep_ordering`) — as the serial run does;
 - each solve: the owned right-hand-side entries of every rank are all-gathered into a (K, m)
   device buffer (m: the largest owned count; one transport all-gather of m float64 per rank),
   one gather kernel puts them in global order, the factorisation solves the global system on
@@ -36,9 +39,10 @@ import scipy.sparse as sp
 
 from dycore.backend.gpu_kernels import grid
 from dycore.parallel.device_kernels import get_rank_kernels
-from dycore.solvers.direct import direct_solver
+from dycore.solvers.direct import ORDERING_ENTRY, direct_solver, ordering_arrays
 
-__all__ = ["ReplicatedDirectPressure", "broadcast_csr", "gather_positions"]
+__all__ = ["ReplicatedDirectPressure", "broadcast_csr", "gather_positions", "shared_ordering",
+           "keep_ordering"]
 
 log = logging.getLogger("dycore")
 
@@ -119,6 +123,45 @@ def gather_positions(owned_global, n: int) -> tuple[np.ndarray, int]:
     return pos, int(m)
 
 
+def shared_ordering(comm, setup_cache, gpu: bool) -> dict | None:
+    """Rank 0's cached cuDSS ordering on every rank (collective: one broadcast).
+
+    Parameters
+    ----------
+    comm : mpi4py communicator; setup_cache : rank 0's SetupCache (:mod:`dycore.io.
+    setup_cache`; its key covers the mesh, hence the pressure matrix) or None; ignored on the
+    other ranks; gpu : whether the ranks factorise with cuDSS (no ordering is read otherwise)
+
+    Returns
+    -------
+    {"perm": (n,) int32, "tree": (k,) uint8 where stored} — the entry
+    :data:`~dycore.solvers.direct.ORDERING_ENTRY` —, or None on every rank (a miss, the
+    cache off, or no GPU). Rank 0's cache counts the hit or the miss.
+    """
+    entry = None
+    if comm.rank == 0 and gpu and setup_cache is not None:
+        entry = setup_cache.load(ORDERING_ENTRY)
+        (setup_cache.misses if entry is None else setup_cache.hits).append(ORDERING_ENTRY)
+    return comm.bcast(entry, root=0)
+
+
+def keep_ordering(comm, setup_cache, direct, entry) -> None:
+    """After a factorisation without a cached ordering (``entry`` None: :func:`shared_ordering`
+    missed), rank 0 stores its factorisation's ordering and tree in ``setup_cache`` (the
+    serial run's entry: :func:`~dycore.solvers.direct.ordering_arrays`); otherwise nothing.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator; setup_cache : rank 0's SetupCache or None; direct : the
+    factorisation (:class:`~dycore.solvers.direct.CudssDirect` — anything with
+    ``permutation()`` and ``partition_tree()``), or None where the ranks solve by CG;
+    entry : what :func:`shared_ordering` returned
+    """
+    if (comm.rank == 0 and entry is None and direct is not None and setup_cache is not None
+            and hasattr(direct, "permutation")):
+        setup_cache.store(ORDERING_ENTRY, ordering_arrays(direct))
+
+
 class ReplicatedDirectPressure:
     """The pinned pressure system solved by a factorisation of the global matrix on every rank.
 
@@ -137,6 +180,7 @@ class ReplicatedDirectPressure:
         ghosts of both layers: ``rp.l2g``, of length ``rp.n_local(2)``)
     rtol : tolerance of the factorisation's set-up check
         (:func:`~dycore.solvers.direct.check_factorisation`)
+    ordering : {"perm", "tree"} of a cached cuDSS ordering (:func:`shared_ordering`) or None
 
     Attributes
     ----------
@@ -156,7 +200,8 @@ class ReplicatedDirectPressure:
     #: pressure iterations counted per solve (the serial direct path counts 0)
     iterations = 0
 
-    def __init__(self, backend, transport, a, owned_global, l2g, rtol: float = 1e-10):
+    def __init__(self, backend, transport, a, owned_global, l2g, rtol: float = 1e-10,
+                 ordering: dict | None = None):
         self.b, self.t = backend, transport
         n = int(a.shape[0])
         if a.shape != (n, n):
@@ -179,7 +224,9 @@ class ReplicatedDirectPressure:
         self.send, self.recv = z(max(m, 1)), z(max(m, 1) * transport.size)
         self.pos, self.l2g = backend.to_device(pos), backend.to_device(l2g)
         self.b_global, self.x_global, self.x = z(n), z(n), z(self.n_local)
-        self.direct = direct_solver(backend, a, self.b_global, self.x_global, rtol)
+        ordering = ordering or {}
+        self.direct = direct_solver(backend, a, self.b_global, self.x_global, rtol,
+                                    perm=ordering.get("perm"), tree=ordering.get("tree"))
         if transport.rank == 0:
             log.info("pressure: the direct solve replicated on %d GPU ranks (every rank holds "
                      "the %d-row factorisation; one all-gather of %d values per rank and "

@@ -113,6 +113,8 @@ class DeviceDistributedSystems:
         rank when the pressure is solved directly (``method: direct``, or ``auto`` resolved
         to it: :class:`~dycore.parallel.device_direct.ReplicatedDirectPressure`); None: CG
     owned_global : with ``pressure_global``, every rank's owned global ids (rank order)
+    ordering : with ``pressure_global``, a cached cuDSS ordering (:func:`~dycore.parallel.
+        device_direct.shared_ordering`) or None
 
     Attributes
     ----------
@@ -132,7 +134,8 @@ class DeviceDistributedSystems:
 
     def __init__(self, backend, transport, rp, row1, perm, pressure_rows, cfg,
                  reduction: str = "exact", reducer_options: dict | None = None,
-                 block: int | None = None, pressure_global=None, owned_global=None):
+                 block: int | None = None, pressure_global=None, owned_global=None,
+                 ordering=None):
         from dycore.parallel.device_krylov import DeviceRankPCG
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
@@ -153,7 +156,8 @@ class DeviceDistributedSystems:
             from dycore.parallel.device_direct import ReplicatedDirectPressure
             self.pressure_method = "direct"
             self.direct = ReplicatedDirectPressure(backend, transport, pressure_global,
-                                                   owned_global, rp.l2g, rtol=p.rtol)
+                                                   owned_global, rp.l2g, rtol=p.rtol,
+                                                   ordering=ordering)
         elif p.method == "direct":
             raise ValueError("solvers.pressure.method direct on GPU ranks needs the global "
                              "pressure matrix (pressure_global) and every rank's owned nodes "

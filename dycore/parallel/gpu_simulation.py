@@ -168,6 +168,7 @@ class GpuRankSimulation(DistributedSimulation):
                  element_block: int | None = None):
         from dycore.backend.cpu import CPUBackend
         from dycore.backend.gpu import gpu_backend
+        from dycore.parallel.device_direct import keep_ordering
         from dycore.parallel.device_systems import DeviceDistributedSystems, DeviceRankVectorOps
         from dycore.timestepping.picard import PicardStepper
         if reduction not in _REDUCTIONS:
@@ -211,6 +212,8 @@ class GpuRankSimulation(DistributedSimulation):
             b, self.transport, rp, piece["row1"], owned_row_order(lsp.indptr, lsp.indices, rp),
             piece["pressure_rows"], config.solvers, _REDUCTIONS[reduction], ro, block,
             **direct)
+        if direct:
+            keep_ordering(comm, self.setup_cache, self.systems.direct.direct, direct["ordering"])
         del direct
         dev = b.to_device
         c = piece["coeffs"]
@@ -239,10 +242,11 @@ class GpuRankSimulation(DistributedSimulation):
         :func:`~dycore.solvers.direct.pressure_method`'s choice for the global row count when
         every rank agrees (a GPU, device solvers, atomic assembly and not strict, cuDSS
         importable, at most AUTO_DIRECT_MAX_ROWS rows), else CG. For ``direct``: rank 0's
-        global matrix broadcast to every rank and the owned global ids of every rank, as the
-        keyword arguments of DeviceDistributedSystems; {} for CG."""
-        from dycore.parallel.device_direct import broadcast_csr
-        from dycore.solvers.direct import pressure_method
+        global matrix broadcast to every rank, the owned global ids of every rank and rank 0's
+        cached cuDSS ordering (or None), as the keyword arguments of DeviceDistributedSystems;
+        {} for CG."""
+        from dycore.parallel.device_direct import broadcast_csr, shared_ordering
+        from dycore.solvers.direct import on_gpu, pressure_method
         comm = self.comm
         method, why = pressure_method(cfg, self.backend, self.nnodes)
         if cfg.method == "auto":
@@ -256,7 +260,8 @@ class GpuRankSimulation(DistributedSimulation):
         if method != "direct":
             return {}
         return {"pressure_global": broadcast_csr(comm, pressure_global, root=0),
-                "owned_global": comm.allgather(self.rp.owned)}
+                "owned_global": comm.allgather(self.rp.owned),
+                "ordering": shared_ordering(comm, self.setup_cache, on_gpu(self.backend))}
 
     def _device_ops(self, piece, lsp):
         """The MeshOperators the stepper reads, over local nodes, on the device (the GPU

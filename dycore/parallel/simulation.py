@@ -159,8 +159,9 @@ class DistributedSimulation:
 
     def _receive(self, config, comm, backend):
         """Rank 0 builds the serial set-up with ``backend`` (a CPU backend) and scatters it
-        (:meth:`_scatter_setup`); every rank receives its piece. Sets :attr:`mesh` and
-        :attr:`part` (rank 0; None elsewhere), :attr:`rp` and :attr:`nnodes`; returns (piece,
+        (:meth:`_scatter_setup`); every rank receives its piece. Sets :attr:`mesh`,
+        :attr:`part` and :attr:`setup_cache` (rank 0; None elsewhere), :attr:`rp` and
+        :attr:`nnodes`; returns (piece,
         the global pinned pressure matrix on rank 0 — None elsewhere). Raises the DycoreError
         of a failed build on every rank."""
         serial, part, piece, pressure_global, self.mesh = None, None, None, None, None
@@ -170,8 +171,11 @@ class DistributedSimulation:
             piece = comm.recv(source=0, tag=_SETUP_TAG)
         if isinstance(piece, DycoreError):           # raised on rank 0: the same on every rank
             raise piece
+        #: rank 0's set-up cache (the serial build's: its key covers the mesh); None elsewhere
+        self.setup_cache = None
         if serial is not None:       # rank 0 keeps the global mesh (output), the pressure
             self.mesh, pressure_global = serial.mesh, serial.ops.pressure_host   # matrix (AMG)
+            self.setup_cache = serial.setup_cache
             del serial                                # and frees the rest before the AMG set-up
             gc.collect()
         self.rp = piece["rp"]

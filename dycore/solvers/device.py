@@ -27,7 +27,8 @@ import numpy as np
 from dycore.errors import ConfigError
 from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy
-from dycore.solvers.direct import direct_solver, on_gpu, pressure_method
+from dycore.solvers.direct import (ORDERING_ENTRY, direct_solver, on_gpu, ordering_arrays,
+                                   pressure_method)
 from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,
                                    LeanBlocks)
 
@@ -120,9 +121,8 @@ class DeviceSystems:
     def _factorise(self, ops, cfg, setup_cache):
         """The direct pressure solver; on a GPU its fill-reducing ordering and the partition
         tree of that ordering (the analysis's costly host part) come from the set-up cache, or
-        from the first factorisation, which stores them there (entry ``cudss-ordering-tree``;
-        an ordering without its tree factorises as fast but solves 3 ms slower on the verify
-        mesh, so entries of the ordering alone are not used)."""
+        from the first factorisation, which stores them there (:data:`~dycore.solvers.direct.
+        ORDERING_ENTRY`, :func:`~dycore.solvers.direct.ordering_arrays`)."""
         def factorise(perm=None, tree=None):
             with self.timers("pressure factorisation (once)"):
                 return direct_solver(self.b, ops.pressure_host, self.b_arr, self.x_arr,
@@ -133,12 +133,8 @@ class DeviceSystems:
 
         def ordering():
             made.append(factorise())
-            out = {"perm": made[0].permutation()}
-            tree = made[0].partition_tree()
-            if tree is not None:
-                out["tree"] = tree
-            return out
-        entry = setup_cache.get("cudss-ordering-tree", ordering, self.timers, "cuDSS ordering")
+            return ordering_arrays(made[0])
+        entry = setup_cache.get(ORDERING_ENTRY, ordering, self.timers, "cuDSS ordering")
         return made[0] if made else factorise(entry["perm"], entry.get("tree"))
 
     def _pressure_cg_parts(self, ops, cfg, smoother, sweeps, max_coarse, setup_cache):

@@ -142,15 +142,63 @@ def test_gpu_ranks_accept_direct_and_choose_it_as_the_serial_run_would(backend, 
     rp = _ranks(systems, 1)[0]
     sim = GpuRankSimulation.__new__(GpuRankSimulation)
     sim.comm, sim.rp, sim.nnodes = MPI.COMM_SELF, rp, systems["nnodes"]
+    sim.setup_cache = None
     sim.backend = types.SimpleNamespace(name="gpu", simulator=False, solver_mode="device",
                                         assembly="atomic", strict=True)
     got = sim._replicated_pressure(types.SimpleNamespace(method="direct"), a)
     assert got["pressure_global"] is a and np.array_equal(got["owned_global"][0], rp.owned)
+    assert got["ordering"] is None                                 # no set-up cache
     assert sim._replicated_pressure(types.SimpleNamespace(method="auto"), a) == {}  # strict
     assert sim._replicated_pressure(types.SimpleNamespace(method="cg"), a) == {}
     monkeypatch.setattr(direct, "pressure_method", lambda cfg, b, n: ("direct", "test"))
     assert sim._replicated_pressure(types.SimpleNamespace(method="auto"), a)[
         "pressure_global"] is a
+
+
+def test_the_ranks_factorise_with_rank_0s_cached_ordering(backend, systems, tmp_path,
+                                                          monkeypatch):
+    """On a GPU, a miss of rank 0's set-up cache lets every rank factorise alone, then rank 0
+    stores its factorisation's ordering and partition tree (the serial run's entry); the next
+    set-up gives them to every rank's ``direct_solver`` (``perm=``, ``tree=``) and counts a
+    hit. Without a GPU, or with the cache off, nothing is read or stored."""
+    from mpi4py import MPI
+
+    import dycore.parallel.device_direct as dd
+    from dycore.io.setup_cache import SetupCache
+    from dycore.solvers.direct import ORDERING_ENTRY
+
+    comm = MPI.COMM_SELF
+    cache = SetupCache(tmp_path, key_settings={"test": 1})
+    perm, tree = np.arange(7, dtype=np.int32)[::-1].copy(), np.arange(5, dtype=np.uint8)
+    factorisation = types.SimpleNamespace(permutation=lambda: perm,
+                                          partition_tree=lambda: tree)
+    assert dd.shared_ordering(comm, cache, gpu=False) is None
+    assert dd.shared_ordering(comm, None, gpu=True) is None
+    assert cache.hits == cache.misses == []
+    entry = dd.shared_ordering(comm, cache, gpu=True)               # first set-up: a miss
+    assert entry is None and cache.misses == [ORDERING_ENTRY]
+    dd.keep_ordering(comm, cache, factorisation, entry)
+    entry = dd.shared_ordering(comm, SetupCache(tmp_path, key_settings={"test": 1}), gpu=True)
+    assert np.array_equal(entry["perm"], perm) and np.array_equal(entry["tree"], tree)
+    assert entry["perm"].dtype == np.int32 and entry["tree"].dtype == np.uint8
+    other = SetupCache(tmp_path, key_settings={"test": 2})          # another mesh: a miss
+    assert dd.shared_ordering(comm, other, gpu=True) is None
+    dd.keep_ordering(comm, other, factorisation, entry={"perm": perm})   # a hit: no store
+    dd.keep_ordering(comm, other, None, entry=None)                       # CG: no store
+    assert other.load(ORDERING_ENTRY) is None
+
+    calls = []
+
+    def recording_solver(b, a, bb, x, rtol, perm=None, tree=None):
+        calls.append((perm, tree))
+        return types.SimpleNamespace()
+    monkeypatch.setattr(dd, "direct_solver", recording_solver)
+    rp = _ranks(systems, 1)[0]
+    for ordering in (None, entry):
+        dd.ReplicatedDirectPressure(backend, LoopbackWorld(1).transport(0), _pressure(systems),
+                                    [rp.owned], rp.l2g, ordering=ordering)
+    assert calls[0] == (None, None)
+    assert calls[1][0] is entry["perm"] and calls[1][1] is entry["tree"]
 
 
 def test_direct_on_a_gpu_without_cudss_is_cudss_config_error(systems):
