@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     if args.ranks in runs and 1 in runs and weak:
         kr, one = out["runs"][args.ranks], out["runs"][1]
         out["weak_efficiency"] = round(one["step_ms_median"] / kr["step_ms_median"], 3)
-        out["tets_per_rank"] = {args.ranks: kr["tets"] / args.ranks, 1: one["tets"]}
+        out["tets_per_rank"] = {args.ranks: round(kr["tets"] / args.ranks), 1: one["tets"]}
     elif args.ranks in runs and 1 in runs and args.ranks != 1:
         a, b = runs[args.ranks]["fields"], runs[1]["fields"]
         diff = {f: float(np.max(np.abs(a[f] - b[f]))) for f in FIELDS}
