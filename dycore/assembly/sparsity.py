@@ -1,7 +1,10 @@
 """Sparsity patterns, element->nonzero lookup tables and deterministic contribution maps.
 
-Everything here depends only on the mesh and is built once (docs/equations.md §6), vectorised with NumPy /
-SciPy. Patterns are CSR with sorted column indices and the diagonal always present.
+Everything here depends only on the mesh and is built once (docs/equations.md §6): the
+first-order pattern and its tables by ``@njit`` passes over the node → element map (linear in
+the mesh size: counting sorts and a marker array, no sort of the 16·nele (row, column) pairs),
+the second-order pattern by SciPy. Patterns are CSR with sorted column indices and the
+diagonal always present.
 
 - first-order pattern: node i couples to node j when they share an element (P1 matrices, C, BCSR);
 - second-order pattern: the pattern of A·A (CMC = C M_L⁻¹ Cᵀ and KMK = K_p M_p⁻¹ K_p).
@@ -12,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
-from dycore.dtypes import INDEX, NLOC
+from dycore.dtypes import INDEX
 
 __all__ = ["Sparsity", "build_sparsity", "second_order_pattern"]
 
@@ -76,46 +80,120 @@ class Sparsity:
 
 
 def build_sparsity(tets: np.ndarray, nnodes: int) -> Sparsity:
-    """Build the first-order pattern, the lookup table and the contribution map.
+    """Build the first-order pattern, the lookup table and the contribution maps.
 
     Parameters
     ----------
     tets : ndarray, (nele, 4), int
         Element connectivity, 0-based.
     nnodes : int
-        Number of nodes (rows).
+        Number of nodes (rows); a node of no element gets an empty row.
 
     Returns
     -------
     Sparsity
+
+    Raises
+    ------
+    ValueError when a node id of ``tets`` is outside 0..nnodes−1.
+
+    Four linear passes (:func:`counting_order`, :func:`_pattern`, :func:`_lookup`, then
+    :func:`counting_order` again): the node → element map, each row's distinct neighbours
+    collected with a marker array and sorted, each element entry's position by binary search
+    in its row, and the nonzero → contributions map. Equal, array for array, to the NumPy
+    definition (``np.unique`` of the keys row·n + column with ``return_inverse``; stable
+    argsorts for the maps), 5–10× faster (docs/performance.md).
     """
-    tets = np.asarray(tets, dtype=np.int64)
-    nele = tets.shape[0]
-    rows = np.repeat(tets, NLOC, axis=1).ravel()          # (e, i, j) -> tets[e, i]
-    cols = np.tile(tets, (1, NLOC)).ravel()                # (e, i, j) -> tets[e, j]
-    key = rows * nnodes + cols
-    uniq, inverse = np.unique(key, return_inverse=True)
-    urow = (uniq // nnodes).astype(INDEX)
-    ucol = (uniq % nnodes).astype(INDEX)
-    indptr = np.zeros(nnodes + 1, dtype=np.int64)
-    np.add.at(indptr, urow.astype(np.int64) + 1, 1)
-    indptr = np.cumsum(indptr).astype(INDEX)
-    lookup = inverse.reshape(nele, NLOC, NLOC).astype(INDEX)
-    # contributions per nonzero, sorted by (nonzero, element): stable sort of the flat
-    # (e, i, j) enumeration by nonzero keeps element order within a nonzero.
-    contrib_ptr, order = _contribution_map(inverse.ravel(), uniq.shape[0])
-    node_contrib_ptr, node_contrib = _contribution_map(tets.ravel(), nnodes)
-    return Sparsity(n=nnodes, indptr=indptr, indices=ucol, lookup=lookup,
-                    contrib_ptr=contrib_ptr, contrib=order, row_of=urow,
-                    node_contrib_ptr=node_contrib_ptr, node_contrib=node_contrib)
+    tets = np.ascontiguousarray(tets, dtype=np.int64)
+    if tets.size and (tets.min() < 0 or tets.max() >= nnodes):
+        raise ValueError(f"build_sparsity: node ids of tets span {tets.min()}..{tets.max()}, "
+                         f"outside 0..{nnodes - 1}")
+    node_contrib_ptr, node_contrib = counting_order(tets.ravel(), nnodes)
+    indptr, indices = _pattern(tets, nnodes, node_contrib_ptr, node_contrib)
+    lookup = _lookup(tets, indptr, indices)
+    nnz = int(indptr[-1])
+    contrib_ptr, contrib = counting_order(lookup.ravel(), nnz)
+    row_of = np.repeat(np.arange(nnodes, dtype=INDEX), np.diff(indptr))
+    return Sparsity(n=nnodes, indptr=indptr.astype(INDEX),
+                    indices=indices.astype(INDEX, copy=False), lookup=lookup.astype(INDEX), contrib_ptr=contrib_ptr, contrib=contrib,
+                    row_of=row_of, node_contrib_ptr=node_contrib_ptr, node_contrib=node_contrib)
 
 
-def _contribution_map(target: np.ndarray, ntarget: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR map target -> flat source positions, in ascending source order (stable sort)."""
-    order = np.argsort(target, kind="stable").astype(np.int64)
-    ptr = np.zeros(ntarget + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum(np.bincount(target, minlength=ntarget))
+@njit(cache=True)
+def counting_order(target, ntarget):
+    """The CSR map target → source positions with ascending sources within each target (a
+    stable counting sort of ``target``).
+
+    Parameters
+    ----------
+    target : (m,) int64, values in 0..ntarget−1; ntarget : int
+
+    Returns
+    -------
+    ptr : (ntarget+1,) int64; order : (m,) int64 — ``order[ptr[t]:ptr[t+1]]`` are the positions
+    s with ``target[s] == t``, ascending (``np.argsort(target, kind="stable")``).
+    """
+    ptr = np.zeros(ntarget + 1, np.int64)
+    for s in range(target.size):
+        ptr[target[s] + 1] += 1
+    for t in range(ntarget):
+        ptr[t + 1] += ptr[t]
+    fill = ptr[:-1].copy()
+    order = np.empty(target.size, np.int64)
+    for s in range(target.size):
+        t = target[s]
+        order[fill[t]] = s
+        fill[t] += 1
     return ptr, order
+
+
+@njit(cache=True)
+def _pattern(tets, nnodes, node_ptr, node_contrib):
+    """(indptr (n+1,) int64, indices (nnz,) int32): row i holds the distinct nodes of the
+    elements of node i, sorted — a count pass and a fill pass, each with a marker array."""
+    nloc = tets.shape[1]
+    marker = np.full(nnodes, -1, np.int64)
+    indptr = np.zeros(nnodes + 1, np.int64)
+    for i in range(nnodes):
+        c = 0
+        for q in range(node_ptr[i], node_ptr[i + 1]):
+            e = node_contrib[q] // nloc
+            for b in range(nloc):
+                j = tets[e, b]
+                if marker[j] != i:
+                    marker[j] = i
+                    c += 1
+        indptr[i + 1] = indptr[i] + c
+    indices = np.empty(indptr[nnodes], np.int32)
+    marker[:] = -1
+    for i in range(nnodes):
+        p = indptr[i]
+        for q in range(node_ptr[i], node_ptr[i + 1]):
+            e = node_contrib[q] // nloc
+            for b in range(nloc):
+                j = tets[e, b]
+                if marker[j] != i:
+                    marker[j] = i
+                    indices[p] = j
+                    p += 1
+        indices[indptr[i]:p].sort()
+    return indptr, indices
+
+
+@njit(cache=True)
+def _lookup(tets, indptr, indices):
+    """lookup (nele, 4, 4) int64: the position of entry (tets[e,a], tets[e,b]) in the pattern
+    (binary search in row tets[e,a])."""
+    nele, nloc = tets.shape
+    out = np.empty((nele, nloc, nloc), np.int64)
+    for e in range(nele):
+        for a in range(nloc):
+            i = tets[e, a]
+            lo, hi = indptr[i], indptr[i + 1]
+            row = indices[lo:hi]
+            for b in range(nloc):
+                out[e, a, b] = lo + np.searchsorted(row, tets[e, b])
+    return out
 
 
 def second_order_pattern(sparsity: Sparsity) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,81 @@
+"""dycore.assembly.sparsity.build_sparsity against its NumPy definition, array for array.
+
+The definition (:func:`numpy_sparsity`, the implementation before the ``@njit`` passes): the
+pattern is ``np.unique`` of the keys row·n + column over every (element, i, j), the lookup its
+inverse, the contribution maps stable argsorts — so within a nonzero the element entries come
+in element order (the deterministic assembly's summation order)."""
+import numpy as np
+import pytest
+
+from dycore.assembly.sparsity import build_sparsity, counting_order
+from dycore.dtypes import INDEX
+
+FIELDS = ("indptr", "indices", "lookup", "contrib_ptr", "contrib", "row_of",
+          "node_contrib_ptr", "node_contrib")
+
+
+def numpy_sparsity(tets, nnodes) -> dict:
+    """The first-order pattern and tables by sorting (the definition; arrays as Sparsity's)."""
+    tets = np.asarray(tets, dtype=np.int64)
+    nele, nloc = tets.shape
+    rows = np.repeat(tets, nloc, axis=1).ravel()
+    cols = np.tile(tets, (1, nloc)).ravel()
+    uniq, inverse = np.unique(rows * nnodes + cols, return_inverse=True)
+    urow, ucol = (uniq // nnodes).astype(INDEX), (uniq % nnodes).astype(INDEX)
+    indptr = np.zeros(nnodes + 1, dtype=np.int64)
+    np.add.at(indptr, urow.astype(np.int64) + 1, 1)
+
+    def cmap(target, ntarget):
+        order = np.argsort(target, kind="stable").astype(np.int64)
+        ptr = np.zeros(ntarget + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(np.bincount(target, minlength=ntarget))
+        return ptr, order
+    contrib_ptr, contrib = cmap(inverse.ravel(), uniq.shape[0])
+    node_contrib_ptr, node_contrib = cmap(tets.ravel(), nnodes)
+    return {"indptr": np.cumsum(indptr).astype(INDEX), "indices": ucol,
+            "lookup": inverse.reshape(nele, nloc, nloc).astype(INDEX),
+            "contrib_ptr": contrib_ptr, "contrib": contrib, "row_of": urow,
+            "node_contrib_ptr": node_contrib_ptr, "node_contrib": node_contrib}
+
+
+def _meshes():
+    import dycore
+    from cases import build_config_mesh, load_case
+    cfg = dycore.load_config("configs/mountainwave3d_small.yaml",
+                             mesh={"nx": 5, "ny": 4, "nz": 3})
+    case = load_case(cfg.case.name)
+    mesh = build_config_mesh(cfg, case, cfg.case.build_parameters())
+    yield "mountain mesh", mesh.tets, mesh.nnodes
+    rng = np.random.default_rng(4)
+    # random elements over 60 nodes (nodes of no element: empty rows; shared faces and
+    # repeated elements: entries with several contributions in element order)
+    tets = np.array([rng.choice(50, 4, replace=False) for _ in range(200)])
+    yield "random elements", np.concatenate([tets, tets[:7]]), 60
+    yield "one element", np.array([[3, 0, 2, 1]]), 5
+
+
+@pytest.mark.parametrize("name,tets,n", list(_meshes()), ids=lambda v: v if isinstance(v, str)
+                         else "")
+def test_build_sparsity_is_its_numpy_definition(name, tets, n):
+    got, want = build_sparsity(tets, n), numpy_sparsity(tets, n)
+    assert got.n == n
+    for f in FIELDS:
+        a, b = getattr(got, f), want[f]
+        assert a.dtype == b.dtype and a.shape == b.shape, (name, f, a.dtype, b.dtype)
+        assert np.array_equal(a, b), (name, f)
+    assert np.all(got.indices[got.diagonal_positions()] == np.flatnonzero(np.diff(got.indptr)))
+
+
+def test_counting_order_is_a_stable_argsort():
+    rng = np.random.default_rng(9)
+    t = rng.integers(0, 17, 500)
+    ptr, order = counting_order(t, 20)
+    assert np.array_equal(order, np.argsort(t, kind="stable"))
+    assert np.array_equal(np.diff(ptr), np.bincount(t, minlength=20))
+
+
+def test_node_ids_outside_the_node_count_are_a_value_error():
+    with pytest.raises(ValueError, match=r"outside 0\.\.4"):
+        build_sparsity(np.array([[0, 1, 2, 5]]), 5)
+    with pytest.raises(ValueError, match="outside"):
+        build_sparsity(np.array([[0, 1, -1, 3]]), 5)
