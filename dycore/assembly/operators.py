@@ -161,12 +161,14 @@ _NNF_FIELDS = ("nodes", "frames", "blk_pos", "blk_row", "blk_col", "blk_diag", "
 
 
 def mesh_operator_arrays(mesh, backend, assembler, sparsity, dirichlet_tags, stabilisation,
-                         timers, no_normal_flow_tags=(), surface_normals=None) -> dict:
+                         timers, no_normal_flow_tags=(), surface_normals=None,
+                         pin: int | None = None) -> dict:
     """The mesh-only operators as host arrays ({name: ndarray}; CSR matrices as
     ``NAME.data/.indices/.indptr/.shape`` for C, kmk and the pinned pressure matrix; ``ml``,
     ``dir_nodes``, ``dir_row_pos``, ``dir_diag_pos``, 0-d ``pin`` and ``detj_min``, and
     ``nnf.*`` when the strong no-normal-flow condition is on). Parameters and errors as
-    :func:`build_mesh_operators`."""
+    :func:`build_mesh_operators`; ``pin``: the pressure node pinned to 0 (default: the highest
+    node, a node on the lid), −1 for none (a rank's part of a mesh that does not hold it)."""
     n = mesh.nnodes
     ml = backend.to_host(assembler.lumped_mass())
     c_vol, detj = assembler.divergence()
@@ -197,7 +199,8 @@ def mesh_operator_arrays(mesh, backend, assembler, sparsity, dirichlet_tags, sta
         kmk = (stabilisation * (Kp @ sp.diags(1.0 / ml) @ Kp)).tocsr()
         pressure = (cmc + kmk).tocsr()
         pressure.sort_indices()
-        pin = int(np.argmax(mesh.coords[:, 2]))                 # a node on the lid
+        if pin is None:
+            pin = int(np.argmax(mesh.coords[:, 2]))             # a node on the lid
         pressure = _pin(pressure, pin)
 
     in_dir = np.zeros(n, bool)
@@ -255,7 +258,13 @@ def _csr_parts(a: sp.csr_matrix):
 
 
 def _pin(a: sp.csr_matrix, node: int) -> sp.csr_matrix:
-    """Replace row and column ``node`` of a by the identity (the pinned pressure value is 0)."""
+    """Replace row and column ``node`` of a by the identity (the pinned pressure value is 0);
+    explicit zeros are dropped (``node`` −1: only that, and the columns sorted)."""
+    if node < 0:
+        out = a.tocsr(copy=True)
+        out.eliminate_zeros()
+        out.sort_indices()
+        return out
     keep = np.ones(a.shape[0])
     keep[node] = 0.0
     d = sp.diags(keep)

@@ -19,7 +19,8 @@ from numba import njit
 
 from dycore.dtypes import INDEX
 
-__all__ = ["Sparsity", "build_sparsity", "second_order_pattern"]
+__all__ = ["Sparsity", "build_sparsity", "first_order_pattern", "second_order_pattern",
+           "counting_order"]
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,7 @@ def build_sparsity(tets: np.ndarray, nnodes: int) -> Sparsity:
     definition (``np.unique`` of the keys row·n + column with ``return_inverse``; stable
     argsorts for the maps), 5–10× faster (docs/performance.md).
     """
-    tets = np.ascontiguousarray(tets, dtype=np.int64)
-    if tets.size and (tets.min() < 0 or tets.max() >= nnodes):
-        raise ValueError(f"build_sparsity: node ids of tets span {tets.min()}..{tets.max()}, "
-                         f"outside 0..{nnodes - 1}")
+    tets = _checked(tets, nnodes)
     node_contrib_ptr, node_contrib = counting_order(tets.ravel(), nnodes)
     indptr, indices = _pattern(tets, nnodes, node_contrib_ptr, node_contrib)
     lookup = _lookup(tets, indptr, indices)
@@ -117,6 +115,24 @@ def build_sparsity(tets: np.ndarray, nnodes: int) -> Sparsity:
     return Sparsity(n=nnodes, indptr=indptr.astype(INDEX),
                     indices=indices.astype(INDEX, copy=False), lookup=lookup.astype(INDEX), contrib_ptr=contrib_ptr, contrib=contrib,
                     row_of=row_of, node_contrib_ptr=node_contrib_ptr, node_contrib=node_contrib)
+
+
+def first_order_pattern(tets: np.ndarray, nnodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first-order pattern alone (a node graph, e.g. for the partitioner): the
+    ``indptr`` (n+1,) and ``indices`` (nnz,) int32 of :func:`build_sparsity`, without its
+    tables. Raises ValueError for node ids outside 0..nnodes−1."""
+    tets = _checked(tets, nnodes)
+    ptr, order = counting_order(tets.ravel(), nnodes)
+    indptr, indices = _pattern(tets, nnodes, ptr, order)
+    return indptr.astype(INDEX), indices.astype(INDEX, copy=False)
+
+
+def _checked(tets, nnodes: int) -> np.ndarray:
+    tets = np.ascontiguousarray(tets, dtype=np.int64)
+    if tets.size and (tets.min() < 0 or tets.max() >= nnodes):
+        raise ValueError(f"build_sparsity: node ids of tets span {tets.min()}..{tets.max()}, "
+                         f"outside 0..{nnodes - 1}")
+    return tets
 
 
 @njit(cache=True)

@@ -43,7 +43,7 @@ from dycore.backend.timers import StageTimers
 from dycore.errors import ConfigError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.partition import owned_row_order
-from dycore.parallel.simulation import DistributedSimulation
+from dycore.parallel.simulation import DistributedSimulation, setup_mode
 from dycore.physics.state import State
 
 __all__ = ["GpuRankSimulation", "make_transport", "select_rank_device", "transport_kind"]
@@ -151,6 +151,7 @@ class GpuRankSimulation(DistributedSimulation):
         None take :data:`SIMULATOR_SHAPES`
     block : threads per block of the solver and vector kernels (None: the backend's
         ``solver_block``); element_block : of the assembly kernels (None: the backend's)
+    setup : "local" | "scattered" — how the CPU set-up is built (:class:`DistributedSimulation`)
 
     Attributes
     ----------
@@ -165,7 +166,7 @@ class GpuRankSimulation(DistributedSimulation):
 
     def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
                  reducer_options: dict | None = None, block: int | None = None,
-                 element_block: int | None = None):
+                 element_block: int | None = None, setup: str = "local"):
         from dycore.backend.cpu import CPUBackend
         from dycore.backend.gpu import gpu_backend
         from dycore.parallel.device_direct import keep_ordering
@@ -176,6 +177,7 @@ class GpuRankSimulation(DistributedSimulation):
                               f"{' or '.join(_REDUCTIONS)})")
         from numba import config as numba_config
         self.config, self.comm = config, comm
+        self.setup_mode = setup_mode(setup)
         if numba_config.ENABLE_CUDASIM:
             import sys
             sim = SIMULATOR_SHAPES

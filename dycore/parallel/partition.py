@@ -265,14 +265,17 @@ def partition_mesh(tets: np.ndarray, nnodes: int, indptr: np.ndarray, indices: n
 
 
 def extract_rows(indptr: np.ndarray, indices: np.ndarray, rp: RankPartition, nnodes: int,
-                 depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 depth: int, ids=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The owned rows of a global CSR/BCSR pattern in local column numbers, column order kept.
 
     Parameters
     ----------
-    indptr : (n+1,) int; indices : (nnz,) int — global pattern (any column order)
+    indptr : (n+1,) int; indices : (nnz,) int — global pattern (any column order), or with
+        ``ids`` the pattern over the nodes ``ids`` only
     rp : RankPartition; nnodes : int
     depth : ghost layers the pattern reaches (1: first-order, 2: second-order pressure)
+    ids : (m,) int64 ascending global ids of the pattern's nodes (every owned node among
+        them), or None (the pattern over all global nodes)
 
     Returns
     -------
@@ -287,19 +290,22 @@ def extract_rows(indptr: np.ndarray, indices: np.ndarray, rp: RankPartition, nno
     ValueError naming the first owned row with a column beyond the ghost layers of ``depth``.
     """
     indptr = np.asarray(indptr, np.int64)
-    starts, ends = indptr[rp.owned], indptr[rp.owned + 1]
+    own = rp.owned if ids is None else np.searchsorted(ids, rp.owned)
+    starts, ends = indptr[own], indptr[own + 1]
     lens = ends - starts
     local_indptr = np.zeros(rp.n_owned + 1, np.int64)
     np.cumsum(lens, out=local_indptr[1:])
     positions = (np.repeat(starts - local_indptr[:-1], lens)
                  + np.arange(local_indptr[-1], dtype=np.int64))
-    cols = rp.global_to_local(np.asarray(indices, np.int64)[positions], nnodes)
+    node = np.asarray(indices, np.int64)[positions]
+    if ids is not None:
+        node = np.asarray(ids)[node]
+    cols = rp.global_to_local(node, nnodes)
     bad = np.flatnonzero((cols < 0) | (cols >= rp.n_local(depth)))
     if bad.size:
         row = int(rp.owned[np.searchsorted(local_indptr, bad[0], side="right") - 1])
-        raise ValueError(f"rank {rp.rank}: row {row} couples to node "
-                         f"{int(np.asarray(indices)[positions[bad[0]]])}, beyond {depth} ghost "
-                         f"layer(s); pass depth={depth + 1}")
+        raise ValueError(f"rank {rp.rank}: row {row} couples to node {int(node[bad[0]])}, "
+                         f"beyond {depth} ghost layer(s); pass depth={depth + 1}")
     return local_indptr, cols, positions
 
 

@@ -65,16 +65,20 @@ class RankVectorOps(CPUVectorOps):
         out[slot + 3] = self.comm.allreduce(bad, op=MPI.SUM)
 
 
-def owned_rows(rp, nnodes: int, a, row_block: int = 1, col_block: int = 1):
+def owned_rows(rp, nnodes: int, a, row_block: int = 1, col_block: int = 1, ids=None):
     """The owned rows of a mesh-only operator for rank ``rp.rank``, columns in local ids,
-    entries in the serial order (computed where ``a`` is: rank 0 of the scattered set-up).
+    entries in the serial order (computed where ``a`` is: rank 0 of the scattered set-up, or
+    the rank itself from its own elements: :mod:`dycore.parallel.local_setup`).
 
     Parameters
     ----------
     rp : RankPartition; nnodes : int (global)
     a : SciPy CSR of the SERIAL operator, shape (row_block·n, col_block·n), row of node j
-        component a at ``row_block·j + a``, columns likewise (C: 1, 3; Cᵀ: 3, 1; KMK: 1, 1)
+        component a at ``row_block·j + a``, columns likewise (C: 1, 3; Cᵀ: 3, 1; KMK: 1, 1) —
+        or, with ``ids``, the same operator over the nodes ``ids`` only
     row_block, col_block : int
+    ids : (m,) int64 ascending global ids of ``a``'s nodes (node k of ``a`` is global
+        ``ids[k]``; every owned node among them), or None (``a`` over all global nodes)
 
     Returns
     -------
@@ -87,9 +91,11 @@ def owned_rows(rp, nnodes: int, a, row_block: int = 1, col_block: int = 1):
     from dycore.parallel.spmv import row_subset
     a = a.tocsr()
     rb, cb = int(row_block), int(col_block)
-    rows = (rb * rp.owned[:, None] + np.arange(rb)).ravel()
+    own = rp.owned if ids is None else np.searchsorted(ids, rp.owned)
+    rows = (rb * own[:, None] + np.arange(rb)).ravel()
     ptr, cols, vals = row_subset(a.indptr, a.indices, a.data, rows)
-    lcol = rp.global_to_local(cols // cb, nnodes)
+    node = cols // cb if ids is None else np.asarray(ids)[cols // cb]
+    lcol = rp.global_to_local(node, nnodes)
     if np.any(lcol < 0):
         raise ValueError(f"rank {rp.rank}: an owned row of a {a.shape} operator reaches "
                          "beyond two ghost layers")

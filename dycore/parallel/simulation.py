@@ -55,8 +55,18 @@ __all__ = ["DistributedSimulation"]
 _SETUP_TAG = 2207
 
 
-def _rank_piece(serial, rp) -> dict:
-    """What rank ``rp.rank`` keeps of the serial set-up ``serial`` (run on rank 0).
+def _rank_piece(serial, rp, nnodes=None, ids=None, pin=None) -> dict:
+    """What rank ``rp.rank`` keeps of a set-up ``serial`` (a serial Simulation on rank 0, or
+    the rank's own build over its nodes ``ids``: :mod:`dycore.parallel.local_setup`).
+
+    Parameters
+    ----------
+    serial : anything with ``mesh`` (coords), ``sparsity``, ``ops`` (MeshOperators on a CPU
+        backend), ``coeffs`` and ``state`` — over all global nodes, or over ``ids``
+    rp : RankPartition; nnodes : global node count (default: ``serial.mesh.nnodes``)
+    ids : (m,) int64 ascending global ids of ``serial``'s nodes (every local node of ``rp``
+        among them; node k of ``serial`` is global ``ids[k]``), or None (all global nodes)
+    pin : the global pinned node (default: ``serial.ops.pin``, a global id without ``ids``)
 
     Returns
     -------
@@ -64,40 +74,54 @@ def _rank_piece(serial, rp) -> dict:
     the owned rows of C, Cᵀ, KMK (:func:`~dycore.parallel.rank_ops.owned_rows`), of the
     first-order pattern (``row1``) and of the pinned pressure matrix (``pressure_rows``), the
     lumped masses, pin, Dirichlet nodes and no-normal-flow frames in local ids, the
-    coefficients and the state at the local nodes.
+    coefficients and the state at the local nodes, ``detj_min`` of ``serial``'s elements.
     """
     mesh, spg, ops = serial.mesh, serial.sparsity, serial.ops
-    n = mesh.nnodes
+    n = mesh.nnodes if nnodes is None else int(nnodes)
     l2g = rp.l2g
     g2l = np.full(n, -1, np.int64)
     g2l[l2g] = np.arange(l2g.size)
-    dir_local = g2l[np.asarray(ops.dir_nodes)]
+    at = l2g if ids is None else np.searchsorted(ids, l2g)     # the local nodes in serial
+
+    def local(nodes):                  # local ids of serial's nodes (-1: not local)
+        nodes = np.asarray(nodes, np.int64)
+        return g2l[nodes if ids is None else np.asarray(ids)[nodes]]
+    dir_local = local(ops.dir_nodes)
     nnf = None
     if ops.nnf is not None:           # the rotated nodes this rank holds, in local ids
-        loc = g2l[np.asarray(ops.nnf.nodes)]
+        loc = local(ops.nnf.nodes)
         keep = np.flatnonzero(loc >= 0)
         nnf = SimpleNamespace(nodes=loc[keep],
                               frames=np.asarray(ops.nnf.frames).reshape(-1, 3, 3)[keep],
                               fixed=np.asarray(ops.nnf.fixed)[keep])
     p = ops.pressure_host
-    pp, pi, pos = extract_rows(p.indptr, p.indices, rp, n, 2)
+    pp, pi, pos = extract_rows(p.indptr, p.indices, rp, n, 2, ids)
     c, s = serial.coeffs, serial.state
     return {
-        "rp": rp, "nnodes": n, "coords": np.asarray(mesh.coords)[l2g],
-        "ml": np.asarray(ops.ml)[l2g], "ml_inv_u": np.asarray(ops.ml_inv_u)[l2g],
-        "C": owned_rows(rp, n, ops.C, 1, 3), "CT": owned_rows(rp, n, ops.CT, 3, 1),
-        "kmk": owned_rows(rp, n, ops.kmk, 1, 1), "pin": int(g2l[ops.pin]),
+        "rp": rp, "nnodes": n, "coords": np.asarray(mesh.coords)[at],
+        "ml": np.asarray(ops.ml)[at], "ml_inv_u": np.asarray(ops.ml_inv_u)[at],
+        "C": owned_rows(rp, n, ops.C, 1, 3, ids), "CT": owned_rows(rp, n, ops.CT, 3, 1, ids),
+        "kmk": owned_rows(rp, n, ops.kmk, 1, 1, ids),
+        "pin": int(g2l[ops.pin if pin is None else pin]),
         "dir_nodes": np.sort(dir_local[dir_local >= 0]), "detj_min": ops.detj_min, "nnf": nnf,
-        "row1": extract_rows(spg.indptr, spg.indices, rp, n, 1)[:2],
+        "row1": extract_rows(spg.indptr, spg.indices, rp, n, 1, ids)[:2],
         "pressure_rows": (pp, pi, p.data[pos]),
         "coeffs": dataclasses.replace(
-            c, sigma=c.sigma[l2g], dtheta_bar_dz=c.dtheta_bar_dz[l2g],
-            q_ref={k: v[l2g] for k, v in c.q_ref.items()},
-            g_over_theta_bar=c.g_over_theta_bar[l2g], zeros=np.zeros(l2g.size)),
-        "state": State(u=s.u[l2g].copy(), p=s.p[l2g].copy(),
-                       theta_prime=s.theta_prime[l2g].copy(),
-                       q={k: v[l2g].copy() for k, v in s.q.items()}, t=s.t),
+            c, sigma=c.sigma[at], dtheta_bar_dz=c.dtheta_bar_dz[at],
+            q_ref={k: v[at] for k, v in c.q_ref.items()},
+            g_over_theta_bar=c.g_over_theta_bar[at], zeros=np.zeros(l2g.size)),
+        "state": State(u=s.u[at].copy(), p=s.p[at].copy(),
+                       theta_prime=s.theta_prime[at].copy(),
+                       q={k: v[at].copy() for k, v in s.q.items()}, t=s.t),
     }
+
+
+def setup_mode(setup: str) -> str:
+    """``setup`` checked: "local" or "scattered" (:class:`DistributedSimulation`); a ValueError
+    names the choices otherwise."""
+    if setup not in ("local", "scattered"):
+        raise ValueError(f"setup '{setup}' is not 'local' or 'scattered'")
+    return setup
 
 
 class DistributedSimulation:
@@ -110,6 +134,10 @@ class DistributedSimulation:
         (:class:`~dycore.parallel.reduce.Reducer`)
     local_amg : bool — pressure ``amg`` as rank-local hierarchies (block-Jacobi; iterations
         grow with the rank count) instead of the global V-cycle
+    setup : "local" (default) — rank 0 builds the mesh and the partition, every rank
+        assembles its mesh-only operators from its own part of the mesh
+        (:mod:`dycore.parallel.local_setup`) — or "scattered" — rank 0 builds the whole serial
+        set-up and sends each rank its piece (the same pieces, array for array)
 
     Attributes
     ----------
@@ -125,10 +153,12 @@ class DistributedSimulation:
     build on rank 0 (sent to and raised on every rank).
     """
 
-    def __init__(self, config, comm, reduction: str = "exact", local_amg: bool = False):
+    def __init__(self, config, comm, reduction: str = "exact", local_amg: bool = False,
+                 setup: str = "local"):
         from dycore.backend.cpu import CPUBackend
         from dycore.timestepping.picard import PicardStepper
         self.config, self.comm = config, comm
+        self.setup_mode = setup_mode(setup)
         backend = CPUBackend(threads=config.backend.threads)       # CPU ranks
         piece, pressure_global = self._receive(config, comm, backend)
         rp, part = self.rp, self.part
@@ -158,12 +188,14 @@ class DistributedSimulation:
         self.last_diagnostics = {}        # of the last step taken
 
     def _receive(self, config, comm, backend):
-        """Rank 0 builds the serial set-up with ``backend`` (a CPU backend) and scatters it
-        (:meth:`_scatter_setup`); every rank receives its piece. Sets :attr:`mesh`,
-        :attr:`part` and :attr:`setup_cache` (rank 0; None elsewhere), :attr:`rp` and
-        :attr:`nnodes`; returns (piece,
-        the global pinned pressure matrix on rank 0 — None elsewhere). Raises the DycoreError
-        of a failed build on every rank."""
+        """Every rank's piece of the set-up (:attr:`setup_mode`: :meth:`_receive_local`, or
+        rank 0 builds the serial set-up with ``backend`` — a CPU backend — and scatters it:
+        :meth:`_scatter_setup`). Sets :attr:`mesh`, :attr:`part` and :attr:`setup_cache`
+        (rank 0; None elsewhere), :attr:`rp` and :attr:`nnodes`; returns (piece, the global
+        pinned pressure matrix on rank 0 — None elsewhere). Raises the DycoreError of a failed
+        build on every rank."""
+        if getattr(self, "setup_mode", "local") == "local":
+            return self._receive_local(config, comm)
         serial, part, piece, pressure_global, self.mesh = None, None, None, None, None
         if comm.rank == 0:
             serial, part, piece = self._scatter_setup(config, comm, backend)
@@ -182,6 +214,75 @@ class DistributedSimulation:
         self.nnodes = piece["nnodes"]
         self.part = part                            # rank 0 only (None elsewhere)
         return piece, pressure_global
+
+    def _receive_local(self, config, comm):
+        """:meth:`_receive` of the local set-up: rank 0 builds the mesh and partitions it
+        (:meth:`_send_parts`), each rank builds its piece from its part
+        (:func:`~dycore.parallel.local_setup.local_piece`; ``detj_min`` the minimum over the
+        ranks), rank 0 gathers the owned pressure rows into the global matrix
+        (:func:`~dycore.parallel.local_setup.gather_rows`)."""
+        from dycore.parallel.local_setup import gather_rows, local_piece
+        self.mesh = self.part = self.setup_cache = None
+        if comm.rank == 0:
+            self.mesh, self.part, self.setup_cache, msg = self._send_parts(config, comm)
+        else:
+            msg = comm.recv(source=0, tag=_SETUP_TAG)
+        if isinstance(msg, DycoreError):
+            raise msg
+        piece, err = None, None
+        try:
+            piece = local_piece(config, msg["mesh"], msg["rp"], msg["nnodes"], msg["pin"])
+        except DycoreError as exc:
+            err = exc
+        del msg
+        errs = [e for e in comm.allgather(err) if e is not None]
+        if errs:                                    # the first rank's error, on every rank
+            raise errs[0]
+        piece["detj_min"] = min(comm.allgather(piece["detj_min"]))
+        self.rp, self.nnodes = piece["rp"], piece["nnodes"]
+        pressure_global = gather_rows(comm, self.rp, piece["pressure_rows"], self.nnodes)
+        return piece, pressure_global
+
+    @staticmethod
+    def _send_parts(config, comm):
+        """Rank 0 of the local set-up: the mesh (from the set-up cache where it is there), its
+        node graph (:func:`~dycore.assembly.sparsity.first_order_pattern`), the METIS
+        partition and the pinned node; every other rank is sent its RankPartition and its
+        part of the mesh (:func:`~dycore.parallel.local_setup.setup_mesh`) one at a time.
+        Returns (mesh, part, set-up cache, rank 0's own message) or, after sending it to
+        every rank, (None, None, None, the DycoreError) when the build fails."""
+        from dycore import cases
+        from dycore.assembly.sparsity import first_order_pattern
+        from dycore.backend.cpu import CPUBackend
+        from dycore.parallel.local_setup import setup_mesh
+        from dycore.timestepping.simulation import config_mesh, setup_cache_of
+        try:
+            case = cases.load_case(config.case.name)
+            params = config.case.build_parameters()
+            folder = Simulation._cache_folder(None)
+            mesh, _ = config_mesh(config, case, params, folder, StageTimers())
+            n = mesh.nnodes
+            indptr, indices = first_order_pattern(mesh.tets, n)
+            try:
+                part = metis_partition(indptr, indices, comm.size)
+                parts = partition_mesh(mesh.tets, n, indptr, indices, part)
+            except ValueError as exc:       # e.g. more ranks than nodes: tell every rank
+                raise ConfigError(f"cannot partition the mesh over {comm.size} MPI ranks: "
+                                  f"{exc}") from exc
+            del indptr, indices
+            pin = int(np.argmax(mesh.coords[:, 2]))          # the serial set-up's pin
+            cache = setup_cache_of(config, params, mesh, CPUBackend(threads=0), folder)
+        except DycoreError as exc:
+            for r in range(1, comm.size):
+                comm.send(exc, dest=r, tag=_SETUP_TAG)
+            return None, None, None, exc
+
+        def message(rp):
+            return {"rp": rp, "mesh": setup_mesh(mesh, rp), "nnodes": n, "pin": pin}
+        for r in range(1, comm.size):
+            comm.send(message(parts[r]), dest=r, tag=_SETUP_TAG)
+            parts[r] = None
+        return mesh, part, cache, message(parts[0])
 
     @staticmethod
     def _scatter_setup(config, comm, backend):

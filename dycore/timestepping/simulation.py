@@ -30,7 +30,8 @@ from dycore.physics.state import OUTPUT_FIELDS, State, TRACERS
 from dycore.timestepping.continuity import RESTART_FREE_KEYS, _result_keys
 from dycore.timestepping.picard import PicardStepper
 
-__all__ = ["Simulation", "RunSummary", "run_from_config", "build_simulation"]
+__all__ = ["Simulation", "RunSummary", "run_from_config", "build_simulation",
+           "no_normal_flow_setting", "config_mesh", "setup_cache_of"]
 
 log = logging.getLogger("dycore")
 
@@ -48,6 +49,74 @@ class RunSummary:
     backend: str
     split: dict | None = None          # RunSplit.as_dict: set-up, steps, output, total [s]
     split_text: str = ""               # the same as one line
+
+
+def config_mesh(config, case, params, folder, clock):
+    """(the configuration's mesh, whether it came from the set-up cache — None when the
+    cache is not asked: off, or a mesh read from ``mesh.file``).
+
+    Parameters: config (Config), case (module), params (its Parameters), folder (the set-up
+    cache folder or None), clock (StageTimers: a row ``mesh generation``).
+
+    A generated mesh is a pure function of the case, its parameters and the ``mesh``
+    section (and of the code: the key covers ``dycore/mesh`` and ``cases/``), so it is
+    cached under a key of those alone (:func:`dycore.io.setup_cache.mesh_cache`); a file
+    is read each time (it may change under the same name)."""
+    from dycore import cases
+    from dycore.io.setup_cache import mesh_cache
+
+    def build():
+        with clock("mesh generation"):
+            return cases.build_config_mesh(config, case, params)
+    if folder is None or config.mesh.file is not None:
+        return build(), None
+    cache = mesh_cache(folder, config, params)
+
+    def arrays_of(mesh):
+        return {f.name: getattr(mesh, f.name) for f in dataclasses.fields(mesh)}
+    arrays = cache.get("mesh", lambda: arrays_of(build()), clock, "mesh")
+    return Mesh(**arrays), bool(cache.hits)
+
+
+def setup_cache_of(config, params, mesh, backend, folder):
+    """The SetupCache (:mod:`dycore.io.setup_cache`) of ``mesh`` and the configuration's
+    settings that reach the mesh-only set-up, on ``backend``, in ``folder`` (None: off)."""
+    from dycore.io.setup_cache import SetupCache
+
+    cfg, m = config, mesh
+    data = cfg.model_dump(mode="json")
+    # what reaches the mesh-only set-up besides the mesh itself (hashed bit for bit)
+    settings = {"case": data["case"]["name"],
+                "stabilisation": data["physics"]["stabilisation"],
+                "no_normal_flow": data["physics"]["no_normal_flow"],
+                "pressure_preconditioner": data["solvers"]["pressure"]["preconditioner"],
+                "backend": type(backend).__name__,
+                "assembly": getattr(backend, "assembly", None),
+                "strict": bool(getattr(backend, "strict", False)),
+                "device": getattr(backend, "_device_name", lambda: "host")()}
+    settings["case_parameters"] = (params.model_dump(mode="json")
+                                   if hasattr(params, "model_dump")
+                                   else repr(params))
+    return SetupCache(folder, (m.coords, m.tets, m.faces, m.face_tags), settings)
+
+
+def no_normal_flow_setting(config, case, params):
+    """(face tags with the strong no-normal-flow condition — () when weak —, exact surface
+    normals per tag: the case's ``ground_normals`` of its terrain, if it has one), the last two
+    arguments of :func:`~dycore.assembly.operators.mesh_operator_arrays`.
+
+    Parameters
+    ----------
+    config : Config; case : the case module; params : its Parameters
+    """
+    if config.physics.no_normal_flow == "weak":
+        return (), None
+    tags = tuple(getattr(case, "NO_NORMAL_FLOW_TAGS", ()))
+    exact = getattr(case, "ground_normals", None)
+    if exact is None:
+        return tags, None
+    from dycore.mesh import FaceTag
+    return tags, {FaceTag.GROUND: lambda c: exact(params, c)}
 
 
 class Simulation:
@@ -118,59 +187,16 @@ class Simulation:
         return None if choice is False else choice
 
     def _mesh(self, folder, clock):
-        """(the configuration's mesh, whether it came from the set-up cache — None when the
-        cache is not asked: off, or a mesh read from ``mesh.file``).
-
-        A generated mesh is a pure function of the case, its parameters and the ``mesh``
-        section (and of the code: the key covers ``dycore/mesh`` and ``cases/``), so it is
-        cached under a key of those alone (:func:`dycore.io.setup_cache.mesh_cache`); a file
-        is read each time (it may change under the same name)."""
-        from dycore import cases
-        from dycore.io.setup_cache import mesh_cache
-
-        def build():
-            with clock("mesh generation"):
-                return cases.build_config_mesh(self.config, self.case, self.params)
-        if folder is None or self.config.mesh.file is not None:
-            return build(), None
-        cache = mesh_cache(folder, self.config, self.params)
-
-        def arrays_of(mesh):
-            return {f.name: getattr(mesh, f.name) for f in dataclasses.fields(mesh)}
-        arrays = cache.get("mesh", lambda: arrays_of(build()), clock, "mesh")
-        return Mesh(**arrays), bool(cache.hits)
+        """:func:`config_mesh` of this run."""
+        return config_mesh(self.config, self.case, self.params, folder, clock)
 
     def _setup_cache(self, folder):
-        """The SetupCache of this mesh and configuration in ``folder`` (None: off)."""
-        from dycore.io.setup_cache import SetupCache
-
-        cfg, m = self.config, self.mesh
-        data = cfg.model_dump(mode="json")
-        # what reaches the mesh-only set-up besides the mesh itself (hashed bit for bit)
-        settings = {"case": data["case"]["name"],
-                    "stabilisation": data["physics"]["stabilisation"],
-                    "no_normal_flow": data["physics"]["no_normal_flow"],
-                    "pressure_preconditioner": data["solvers"]["pressure"]["preconditioner"],
-                    "backend": type(self.backend).__name__,
-                    "assembly": getattr(self.backend, "assembly", None),
-                    "strict": bool(getattr(self.backend, "strict", False)),
-                    "device": getattr(self.backend, "_device_name", lambda: "host")()}
-        settings["case_parameters"] = (self.params.model_dump(mode="json")
-                                       if hasattr(self.params, "model_dump")
-                                       else repr(self.params))
-        return SetupCache(folder, (m.coords, m.tets, m.faces, m.face_tags), settings)
+        """:func:`setup_cache_of` this run's mesh and configuration in ``folder``."""
+        return setup_cache_of(self.config, self.params, self.mesh, self.backend, folder)
 
     def _no_normal_flow(self):
-        """(face tags with the strong no-normal-flow condition — () when weak —, exact surface
-        normals per tag: the case's ``ground_normals`` of its terrain, if it has one)."""
-        if self.config.physics.no_normal_flow == "weak":
-            return (), None
-        tags = tuple(getattr(self.case, "NO_NORMAL_FLOW_TAGS", ()))
-        exact = getattr(self.case, "ground_normals", None)
-        if exact is None:
-            return tags, None
-        from dycore.mesh import FaceTag
-        return tags, {FaceTag.GROUND: lambda c: exact(self.params, c)}
+        """:func:`no_normal_flow_setting` of this run."""
+        return no_normal_flow_setting(self.config, self.case, self.params)
 
     def _systems(self):
         """The linear systems: chosen here, by the simulation, from the backend's solver mode

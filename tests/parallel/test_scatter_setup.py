@@ -96,9 +96,9 @@ def test_a_build_error_on_rank_0_is_sent_to_and_raised_on_every_rank(monkeypatch
     assert [(d, t) for d, t, _ in comm.sent] == [(1, _SETUP_TAG), (2, _SETUP_TAG)]
     assert all(obj is err for _, _, obj in comm.sent)
     with pytest.raises(ConfigError, match="mesh.file: no such file"):
-        DistributedSimulation(cfg, comm)                         # rank 0 raises it too
+        DistributedSimulation(cfg, comm, setup="scattered")      # rank 0 raises it too
     with pytest.raises(ConfigError, match="mesh.file: no such file"):
-        DistributedSimulation(cfg, _Comm(2, 3, inbox=err))
+        DistributedSimulation(cfg, _Comm(2, 3, inbox=err), setup="scattered")
 
 
 def test_more_ranks_than_metis_can_fill_is_a_config_error_on_every_rank(systems):

@@ -7,7 +7,7 @@ in element order (the deterministic assembly's summation order)."""
 import numpy as np
 import pytest
 
-from dycore.assembly.sparsity import build_sparsity, counting_order
+from dycore.assembly.sparsity import build_sparsity, counting_order, first_order_pattern
 from dycore.dtypes import INDEX
 
 FIELDS = ("indptr", "indices", "lookup", "contrib_ptr", "contrib", "row_of",
@@ -64,6 +64,9 @@ def test_build_sparsity_is_its_numpy_definition(name, tets, n):
         assert a.dtype == b.dtype and a.shape == b.shape, (name, f, a.dtype, b.dtype)
         assert np.array_equal(a, b), (name, f)
     assert np.all(got.indices[got.diagonal_positions()] == np.flatnonzero(np.diff(got.indptr)))
+    indptr, indices = first_order_pattern(tets, n)
+    assert indptr.dtype == indices.dtype == INDEX
+    assert np.array_equal(indptr, want["indptr"]) and np.array_equal(indices, want["indices"])
 
 
 def test_counting_order_is_a_stable_argsort():

@@ -1,0 +1,166 @@
+"""dycore.parallel.local_setup: each rank's piece from its own part of the mesh is the piece the
+scattered set-up cuts from the serial build, array for array (in one process: no MPI needed
+for the pieces), on 1, 2, 3 and 4 METIS parts of a small mountain-wave mesh with its strong
+no-normal-flow ground and lid, Dirichlet inflow faces and the pinned pressure node; the
+owned pressure rows gathered back give the serial pinned pressure matrix, bit for bit."""
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+MESH = {"nx": 6, "ny": 5, "nz": 4}
+
+
+@pytest.fixture(scope="module")
+def serial():
+    import dycore
+    from dycore.backend.cpu import CPUBackend
+    from dycore.timestepping.simulation import Simulation
+    cfg = dycore.load_config("configs/mountainwave3d_small.yaml", mesh=dict(MESH))
+    return cfg, Simulation(cfg, backend=CPUBackend(threads=1), setup_cache=False)
+
+
+def _parts(sim, k):
+    from dycore.parallel.partition import metis_partition, partition_mesh
+    sp_ = sim.sparsity
+    part = metis_partition(sp_.indptr, sp_.indices, k)
+    return partition_mesh(sim.mesh.tets, sim.mesh.nnodes, sp_.indptr, sp_.indices, part)
+
+
+def _same(a, b, where):
+    """Every array, number and field of two pieces equal (bits and dtypes)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, SimpleNamespace):
+        _same(vars(a), vars(b), where)
+    elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+        _same({f.name: getattr(a, f.name) for f in dataclasses.fields(a)},
+              {f.name: getattr(b, f.name) for f in dataclasses.fields(b)}, where)
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape, (where, a.dtype, b.dtype,
+                                                            a.shape, b.shape)
+        assert np.array_equal(a, b), where
+    else:
+        assert a == b, (where, a, b)
+
+
+@pytest.mark.parametrize("k", (1, 2, 3, 4))
+def test_local_pieces_are_the_scattered_pieces(serial, k):
+    from dycore.parallel.local_setup import local_piece, setup_mesh
+    from dycore.parallel.simulation import _rank_piece
+    cfg, sim = serial
+    assert sim.ops.nnf is not None and sim.ops.nnf.nodes.size > 0      # rotated nodes
+    assert np.asarray(sim.ops.dir_nodes).size > 0                      # Dirichlet faces
+    n = sim.mesh.nnodes
+    detj = []
+    for rp in _parts(sim, k):
+        want = _rank_piece(sim, rp)
+        part = setup_mesh(sim.mesh, rp)
+        assert part["ids"].size < n or k == 1
+        got = local_piece(cfg, part, rp, n, sim.ops.pin)
+        detj.append(got.pop("detj_min"))
+        want.pop("detj_min")
+        _same(got, want, f"rank {rp.rank} of {k}")
+    assert min(detj) == sim.ops.detj_min
+
+
+def test_the_pin_reaches_the_rank_that_holds_it(serial):
+    """The pinned node's rank gets the serial pinned rows; pinning another of its nodes
+    instead changes them (the pin is the global one, not a choice of the part)."""
+    from dycore.parallel.local_setup import local_piece, setup_mesh
+    from dycore.parallel.simulation import _rank_piece
+    cfg, sim = serial
+    n, pin = sim.mesh.nnodes, int(sim.ops.pin)
+    rp = next(rp for rp in _parts(sim, 3) if pin in rp.owned)
+    want = _rank_piece(sim, rp)["pressure_rows"]
+    part = setup_mesh(sim.mesh, rp)
+    _same(local_piece(cfg, part, rp, n, pin)["pressure_rows"], want, "pinned rank")
+    other = int(rp.owned[rp.owned != pin][0])
+    moved = local_piece(cfg, part, rp, n, other)["pressure_rows"]
+    assert not all(np.array_equal(x, y) for x, y in zip(moved, want))
+
+
+@pytest.mark.parametrize("k", (1, 3))
+def test_gathered_owned_rows_are_the_serial_pressure_matrix(serial, k):
+    from dycore.parallel.local_setup import gather_rows
+    from dycore.parallel.simulation import _rank_piece
+    _, sim = serial
+    rps = _parts(sim, k)
+    rows = [_rank_piece(sim, rp)["pressure_rows"] for rp in rps]
+
+    class Comm:                          # gather of k ranks in one process
+        rank = 0
+
+        def gather(self, mine, root=0):
+            return got
+    got = [(rp.owned, np.diff(np.asarray(r[0], np.int64)), rp.l2g[np.asarray(r[1], np.int64)],
+            np.asarray(r[2], np.float64)) for rp, r in zip(rps, rows)]
+    a = gather_rows(Comm(), rps[0], rows[0], sim.mesh.nnodes)
+    want = sim.ops.pressure_host
+    assert a.has_sorted_indices
+    for x, y in ((a.indptr, want.indptr), (a.indices, want.indices), (a.data, want.data)):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+class _Comm:
+    """Rank 0 of ``size`` ranks: records what it sends."""
+
+    def __init__(self, size):
+        self.rank, self.size, self.sent = 0, size, []
+
+    def send(self, obj, dest, tag):
+        self.sent.append((dest, tag, obj))
+
+
+def test_a_build_error_on_rank_0_reaches_every_rank(serial, monkeypatch):
+    import dycore.timestepping.simulation as ts
+    from dycore.errors import ConfigError
+    from dycore.parallel.simulation import _SETUP_TAG, DistributedSimulation
+
+    def broken(*args, **kwargs):
+        raise ConfigError("mesh.file: no such file")
+    monkeypatch.setattr(ts, "config_mesh", broken)
+    comm = _Comm(3)
+    mesh, part, cache, err = DistributedSimulation._send_parts(serial[0], comm)
+    assert mesh is None and part is None and cache is None and isinstance(err, ConfigError)
+    assert [(d, t) for d, t, _ in comm.sent] == [(1, _SETUP_TAG), (2, _SETUP_TAG)]
+    assert all(obj is err for _, _, obj in comm.sent)
+
+
+def test_more_ranks_than_metis_can_fill_is_a_config_error(serial):
+    from dycore.errors import ConfigError
+    from dycore.parallel.simulation import DistributedSimulation
+    comm = _Comm(10 ** 4)
+    *_, err = DistributedSimulation._send_parts(serial[0], comm)
+    assert isinstance(err, ConfigError)
+    assert str(err).startswith("cannot partition the mesh over 10000 MPI ranks")
+    assert len(comm.sent) == 10 ** 4 - 1
+
+
+def test_rank_0_sends_every_rank_its_part_and_keeps_the_mesh(serial):
+    from dycore.parallel.local_setup import setup_mesh
+    from dycore.parallel.simulation import DistributedSimulation
+    cfg, sim = serial
+    comm = _Comm(3)
+    mesh, part, cache, own = DistributedSimulation._send_parts(cfg, comm)
+    assert np.array_equal(mesh.coords, sim.mesh.coords) and part.shape == (sim.mesh.nnodes,)
+    msgs = [own] + [obj for _, _, obj in comm.sent]
+    assert [m["rp"].rank for m in msgs] == [0, 1, 2]
+    for m in msgs:
+        assert m["pin"] == sim.ops.pin and m["nnodes"] == sim.mesh.nnodes
+        _same(m["mesh"], setup_mesh(sim.mesh, m["rp"]), f"part of rank {m['rp'].rank}")
+    owned = np.sort(np.concatenate([m["rp"].owned for m in msgs]))
+    assert np.array_equal(owned, np.arange(sim.mesh.nnodes))
+
+
+def test_an_unknown_setup_is_a_value_error(serial):
+    from dycore.parallel.simulation import DistributedSimulation
+    with pytest.raises(ValueError, match="'local' or 'scattered'"):
+        DistributedSimulation(serial[0], _Comm(1), setup="serial")
