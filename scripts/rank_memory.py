@@ -45,8 +45,8 @@ def main(argv):
                         sim.rp.n_local(2)), root=0)
     if comm.rank == 0:
         print(f"{config} mesh {mesh or 'as configured'}: {sim.nnodes} nodes, {comm.size} ranks,"
-              f" pressure {'rank-local' if local else 'global'} AMG, {setup} set-up, CG "
-              f"iterations per step {its}")
+              f" pressure {cfg.solvers.pressure.preconditioner}"
+              f"{' (rank-local)' if local else ''}, {setup} set-up, CG iterations per step {its}")
         print("rank  peak MB after imports  after set-up  after steps  set-up s  owned  local")
         for r, a, b, c, s, o, n in rows:
             print(f"{r:4d}  {a:21.0f}  {b:12.0f}  {c:11.0f}  {s:8.1f}  {o:5d}  {n:5d}")
