@@ -18,9 +18,9 @@ import scipy.sparse as sp
 from numba import njit
 
 from dycore.dtypes import INDEX
+from dycore.mesh.graph import counting_order, node_pattern
 
-__all__ = ["Sparsity", "build_sparsity", "first_order_pattern", "second_order_pattern",
-           "counting_order"]
+__all__ = ["Sparsity", "build_sparsity", "first_order_pattern", "second_order_pattern"]
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,8 @@ def build_sparsity(tets: np.ndarray, nnodes: int) -> Sparsity:
     ------
     ValueError when a node id of ``tets`` is outside 0..nnodes−1.
 
-    Four linear passes (:func:`counting_order`, :func:`_pattern`, :func:`_lookup`, then
-    :func:`counting_order` again): the node → element map, each row's distinct neighbours
+    Four linear passes (:func:`~dycore.mesh.graph.counting_order`,
+    :func:`~dycore.mesh.graph.node_pattern`, :func:`_lookup`, then ``counting_order`` again): the node → element map, each row's distinct neighbours
     collected with a marker array and sorted, each element entry's position by binary search
     in its row, and the nonzero → contributions map. Equal, array for array, to the NumPy
     definition (``np.unique`` of the keys row·n + column with ``return_inverse``; stable
@@ -107,7 +107,7 @@ def build_sparsity(tets: np.ndarray, nnodes: int) -> Sparsity:
     """
     tets = _checked(tets, nnodes)
     node_contrib_ptr, node_contrib = counting_order(tets.ravel(), nnodes)
-    indptr, indices = _pattern(tets, nnodes, node_contrib_ptr, node_contrib)
+    indptr, indices = node_pattern(tets, nnodes, node_contrib_ptr, node_contrib)
     lookup = _lookup(tets, indptr, indices)
     nnz = int(indptr[-1])
     contrib_ptr, contrib = counting_order(lookup.ravel(), nnz)
@@ -123,7 +123,7 @@ def first_order_pattern(tets: np.ndarray, nnodes: int) -> tuple[np.ndarray, np.n
     tables. Raises ValueError for node ids outside 0..nnodes−1."""
     tets = _checked(tets, nnodes)
     ptr, order = counting_order(tets.ravel(), nnodes)
-    indptr, indices = _pattern(tets, nnodes, ptr, order)
+    indptr, indices = node_pattern(tets, nnodes, ptr, order)
     return indptr.astype(INDEX), indices.astype(INDEX, copy=False)
 
 
@@ -133,67 +133,6 @@ def _checked(tets, nnodes: int) -> np.ndarray:
         raise ValueError(f"build_sparsity: node ids of tets span {tets.min()}..{tets.max()}, "
                          f"outside 0..{nnodes - 1}")
     return tets
-
-
-@njit(cache=True)
-def counting_order(target, ntarget):
-    """The CSR map target → source positions with ascending sources within each target (a
-    stable counting sort of ``target``).
-
-    Parameters
-    ----------
-    target : (m,) int64, values in 0..ntarget−1; ntarget : int
-
-    Returns
-    -------
-    ptr : (ntarget+1,) int64; order : (m,) int64 — ``order[ptr[t]:ptr[t+1]]`` are the positions
-    s with ``target[s] == t``, ascending (``np.argsort(target, kind="stable")``).
-    """
-    ptr = np.zeros(ntarget + 1, np.int64)
-    for s in range(target.size):
-        ptr[target[s] + 1] += 1
-    for t in range(ntarget):
-        ptr[t + 1] += ptr[t]
-    fill = ptr[:-1].copy()
-    order = np.empty(target.size, np.int64)
-    for s in range(target.size):
-        t = target[s]
-        order[fill[t]] = s
-        fill[t] += 1
-    return ptr, order
-
-
-@njit(cache=True)
-def _pattern(tets, nnodes, node_ptr, node_contrib):
-    """(indptr (n+1,) int64, indices (nnz,) int32): row i holds the distinct nodes of the
-    elements of node i, sorted — a count pass and a fill pass, each with a marker array."""
-    nloc = tets.shape[1]
-    marker = np.full(nnodes, -1, np.int64)
-    indptr = np.zeros(nnodes + 1, np.int64)
-    for i in range(nnodes):
-        c = 0
-        for q in range(node_ptr[i], node_ptr[i + 1]):
-            e = node_contrib[q] // nloc
-            for b in range(nloc):
-                j = tets[e, b]
-                if marker[j] != i:
-                    marker[j] = i
-                    c += 1
-        indptr[i + 1] = indptr[i] + c
-    indices = np.empty(indptr[nnodes], np.int32)
-    marker[:] = -1
-    for i in range(nnodes):
-        p = indptr[i]
-        for q in range(node_ptr[i], node_ptr[i + 1]):
-            e = node_contrib[q] // nloc
-            for b in range(nloc):
-                j = tets[e, b]
-                if marker[j] != i:
-                    marker[j] = i
-                    indices[p] = j
-                    p += 1
-        indices[indptr[i]:p].sort()
-    return indptr, indices
 
 
 @njit(cache=True)

@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee as _scipy_rcm
 
+from dycore.mesh.graph import counting_order, node_pattern
 from dycore.mesh.mesh import Mesh
 
 __all__ = ["node_graph", "bandwidth", "reverse_cuthill_mckee", "shuffle"]
@@ -23,16 +24,21 @@ def node_graph(mesh: Mesh) -> sp.csr_matrix:
     Returns
     -------
     scipy.sparse.csr_matrix, shape (nnodes, nnodes), int8
-        Entry (i, j) = 1 when nodes i and j share a tetrahedron edge; sorted indices.
+        Entry (i, j) = 1 when nodes i and j share a tetrahedron edge; sorted indices (every
+        pair of a tetrahedron's nodes is an edge: the first-order pattern
+        :func:`~dycore.mesh.graph.node_pattern` without its diagonal).
     """
-    e = mesh.tets[:, _EDGES].reshape(-1, 2).astype(np.int64)
-    rows = np.concatenate((e[:, 0], e[:, 1]))
-    cols = np.concatenate((e[:, 1], e[:, 0]))
-    g = sp.csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)),
-                      shape=(mesh.nnodes, mesh.nnodes))
-    g.sum_duplicates()
-    g.data[:] = 1
-    g.sort_indices()
+    tets = np.ascontiguousarray(mesh.tets, dtype=np.int64)
+    n = mesh.nnodes
+    ptr, order = counting_order(tets.ravel(), n)
+    indptr, indices = node_pattern(tets, n, ptr, order)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    off = indices != rows
+    keep = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows[off], minlength=n), out=keep[1:])
+    g = sp.csr_matrix((np.ones(int(keep[-1]), dtype=np.int8), indices[off], keep),
+                      shape=(n, n))
+    g.has_sorted_indices = True
     return g
 
 

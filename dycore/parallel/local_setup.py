@@ -72,7 +72,7 @@ def setup_mesh(mesh, rp) -> dict:
 
 def local_piece(config, part: dict, rp, nnodes: int, pin: int, timers=None) -> dict:
     """Rank ``rp.rank``'s piece built from its part of the mesh: the dictionary
-    :func:`~dycore.parallel.simulation._rank_piece` gives from the serial set-up, with
+    :func:`~dycore.parallel.piece.rank_piece` gives from the serial set-up, with
     ``detj_min`` over the part's elements (the caller takes the minimum over ranks).
 
     Parameters
@@ -92,7 +92,7 @@ def local_piece(config, part: dict, rp, nnodes: int, pin: int, timers=None) -> d
     from dycore.assembly.sparsity import build_sparsity
     from dycore.backend.cpu import CPUBackend
     from dycore.backend.timers import StageTimers
-    from dycore.parallel.simulation import _rank_piece
+    from dycore.parallel.piece import rank_piece
     from dycore.physics.coefficients import build_coefficients
     from dycore.physics.state import TRACERS, State
     from dycore.timestepping.simulation import no_normal_flow_setting
@@ -120,7 +120,7 @@ def local_piece(config, part: dict, rp, nnodes: int, pin: int, timers=None) -> d
                   q={name: np.asarray(init[name], float) for name in TRACERS})
     coeffs = build_coefficients(case, params, mesh, config.physics, backend)
     view = SimpleNamespace(mesh=mesh, sparsity=sparsity, ops=ops, coeffs=coeffs, state=state)
-    return _rank_piece(view, rp, nnodes=nnodes, ids=ids, pin=pin)
+    return rank_piece(view, rp, nnodes=nnodes, ids=ids, pin=pin)
 
 
 def gather_rows(comm, rp, rows, nnodes: int, root: int = 0):

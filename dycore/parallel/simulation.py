@@ -1,12 +1,14 @@
 """A Simulation decomposed over MPI ranks: the serial Picard stepper on each rank's local mesh.
 
-Set-up is scattered from rank 0: rank 0 alone builds the serial :class:`~dycore.timestepping.
-simulation.Simulation` (mesh, sparsity, mesh-only operators, coefficients, initial state),
-partitions the node graph with METIS, cuts out every rank's piece (:func:`_rank_piece`) and
-sends it; the pressure AMG hierarchy is built on rank 0 and scattered by rows
-(:class:`~dycore.parallel.amg.DistributedVCycle`). The other ranks never hold a global array
-(their peak memory falls with the rank count; rank 0 still holds the serial set-up). Each rank
-keeps:
+Set-up (``setup="local"``, the default): rank 0 builds the mesh, its node graph and the METIS
+partition and sends each rank its part of the mesh; every rank assembles its own mesh-only
+operators, coefficients and initial state from it (:mod:`dycore.parallel.local_setup`) and
+rank 0 gathers the owned pressure rows into the global matrix. With ``setup="scattered"`` rank
+0 alone builds the serial :class:`~dycore.timestepping.simulation.Simulation` and cuts out
+every rank's piece — the same pieces (:func:`~dycore.parallel.piece.rank_piece`). The pressure
+AMG hierarchy is built on rank 0 and scattered by rows
+(:class:`~dycore.parallel.amg.DistributedVCycle`). No rank but 0 holds a global array. Each
+rank keeps:
 
 - its local mesh: the halo elements (every element touching an owned node) over the local
   nodes (owned, then ghost layers 1 and 2), assembled by the backend's own assembler: owned
@@ -24,7 +26,6 @@ the owners' values. With the exact reduction and the preconditioners of the conf
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
 from types import SimpleNamespace
 
@@ -37,15 +38,15 @@ from dycore.errors import ConfigError, DycoreError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import gather_to_root
 from dycore.parallel.partition import (
-    extract_rows,
     metis_partition,
     owned_row_order,
     partition_mesh,
 )
-from dycore.parallel.rank_ops import OwnedRowsOperator, RankBackend, owned_rows
+from dycore.parallel.piece import rank_piece
+from dycore.parallel.rank_ops import OwnedRowsOperator, RankBackend
 from dycore.parallel.reduce import Reducer
 from dycore.parallel.systems import DistributedSystems
-from dycore.physics.state import TRACERS, State
+from dycore.physics.state import TRACERS
 from dycore.timestepping.simulation import Simulation
 
 __all__ = ["DistributedSimulation"]
@@ -53,67 +54,6 @@ __all__ = ["DistributedSimulation"]
 
 #: message tag of the set-up pieces rank 0 sends
 _SETUP_TAG = 2207
-
-
-def _rank_piece(serial, rp, nnodes=None, ids=None, pin=None) -> dict:
-    """What rank ``rp.rank`` keeps of a set-up ``serial`` (a serial Simulation on rank 0, or
-    the rank's own build over its nodes ``ids``: :mod:`dycore.parallel.local_setup`).
-
-    Parameters
-    ----------
-    serial : anything with ``mesh`` (coords), ``sparsity``, ``ops`` (MeshOperators on a CPU
-        backend), ``coeffs`` and ``state`` — over all global nodes, or over ``ids``
-    rp : RankPartition; nnodes : global node count (default: ``serial.mesh.nnodes``)
-    ids : (m,) int64 ascending global ids of ``serial``'s nodes (every local node of ``rp``
-        among them; node k of ``serial`` is global ``ids[k]``), or None (all global nodes)
-    pin : the global pinned node (default: ``serial.ops.pin``, a global id without ``ids``)
-
-    Returns
-    -------
-    dict: ``rp`` (RankPartition), ``nnodes``, ``coords`` (n_local(2), 3) of the local nodes,
-    the owned rows of C, Cᵀ, KMK (:func:`~dycore.parallel.rank_ops.owned_rows`), of the
-    first-order pattern (``row1``) and of the pinned pressure matrix (``pressure_rows``), the
-    lumped masses, pin, Dirichlet nodes and no-normal-flow frames in local ids, the
-    coefficients and the state at the local nodes, ``detj_min`` of ``serial``'s elements.
-    """
-    mesh, spg, ops = serial.mesh, serial.sparsity, serial.ops
-    n = mesh.nnodes if nnodes is None else int(nnodes)
-    l2g = rp.l2g
-    g2l = np.full(n, -1, np.int64)
-    g2l[l2g] = np.arange(l2g.size)
-    at = l2g if ids is None else np.searchsorted(ids, l2g)     # the local nodes in serial
-
-    def local(nodes):                  # local ids of serial's nodes (-1: not local)
-        nodes = np.asarray(nodes, np.int64)
-        return g2l[nodes if ids is None else np.asarray(ids)[nodes]]
-    dir_local = local(ops.dir_nodes)
-    nnf = None
-    if ops.nnf is not None:           # the rotated nodes this rank holds, in local ids
-        loc = local(ops.nnf.nodes)
-        keep = np.flatnonzero(loc >= 0)
-        nnf = SimpleNamespace(nodes=loc[keep],
-                              frames=np.asarray(ops.nnf.frames).reshape(-1, 3, 3)[keep],
-                              fixed=np.asarray(ops.nnf.fixed)[keep])
-    p = ops.pressure_host
-    pp, pi, pos = extract_rows(p.indptr, p.indices, rp, n, 2, ids)
-    c, s = serial.coeffs, serial.state
-    return {
-        "rp": rp, "nnodes": n, "coords": np.asarray(mesh.coords)[at],
-        "ml": np.asarray(ops.ml)[at], "ml_inv_u": np.asarray(ops.ml_inv_u)[at],
-        "C": owned_rows(rp, n, ops.C, 1, 3, ids), "CT": owned_rows(rp, n, ops.CT, 3, 1, ids),
-        "kmk": owned_rows(rp, n, ops.kmk, 1, 1, ids),
-        "pin": int(g2l[ops.pin if pin is None else pin]),
-        "dir_nodes": np.sort(dir_local[dir_local >= 0]), "detj_min": ops.detj_min, "nnf": nnf,
-        "row1": extract_rows(spg.indptr, spg.indices, rp, n, 1, ids)[:2],
-        "pressure_rows": (pp, pi, p.data[pos]),
-        "coeffs": dataclasses.replace(
-            c, sigma=c.sigma[at], dtheta_bar_dz=c.dtheta_bar_dz[at],
-            q_ref={k: v[at] for k, v in c.q_ref.items()},
-            g_over_theta_bar=c.g_over_theta_bar[at], zeros=np.zeros(l2g.size)),
-        "state": State(u=s.u[at].copy(), p=s.p[at].copy(),
-                       theta_prime=s.theta_prime[at].copy(),
-                       q={k: v[at].copy() for k, v in s.q.items()}, t=s.t),
-    }
 
 
 def setup_mode(setup: str) -> str:
@@ -287,7 +227,7 @@ class DistributedSimulation:
     @staticmethod
     def _scatter_setup(config, comm, backend):
         """Rank 0: build the serial set-up, partition it, send every other rank its piece
-        (:func:`_rank_piece`) one at a time; returns (serial Simulation, part, own piece) or,
+        (:func:`~dycore.parallel.piece.rank_piece`) one at a time; returns (serial Simulation, part, own piece) or,
         after sending it to every rank, (None, None, the DycoreError) when the build fails."""
         try:
             serial = Simulation(config, backend=backend)
@@ -304,9 +244,9 @@ class DistributedSimulation:
                 comm.send(exc, dest=r, tag=_SETUP_TAG)
             return None, None, exc
         for r in range(1, comm.size):
-            comm.send(_rank_piece(serial, parts[r]), dest=r, tag=_SETUP_TAG)
+            comm.send(rank_piece(serial, parts[r]), dest=r, tag=_SETUP_TAG)
             parts[r] = None
-        return serial, part, _rank_piece(serial, parts[0])
+        return serial, part, rank_piece(serial, parts[0])
 
     @staticmethod
     def _local_ops(comm, piece, rp, lsp):

@@ -54,7 +54,7 @@ def _same(a, b, where):
 @pytest.mark.parametrize("k", (1, 2, 3, 4))
 def test_local_pieces_are_the_scattered_pieces(serial, k):
     from dycore.parallel.local_setup import local_piece, setup_mesh
-    from dycore.parallel.simulation import _rank_piece
+    from dycore.parallel.piece import rank_piece as _rank_piece
     cfg, sim = serial
     assert sim.ops.nnf is not None and sim.ops.nnf.nodes.size > 0      # rotated nodes
     assert np.asarray(sim.ops.dir_nodes).size > 0                      # Dirichlet faces
@@ -75,7 +75,7 @@ def test_the_pin_reaches_the_rank_that_holds_it(serial):
     """The pinned node's rank gets the serial pinned rows; pinning another of its nodes
     instead changes them (the pin is the global one, not a choice of the part)."""
     from dycore.parallel.local_setup import local_piece, setup_mesh
-    from dycore.parallel.simulation import _rank_piece
+    from dycore.parallel.piece import rank_piece as _rank_piece
     cfg, sim = serial
     n, pin = sim.mesh.nnodes, int(sim.ops.pin)
     rp = next(rp for rp in _parts(sim, 3) if pin in rp.owned)
@@ -90,7 +90,7 @@ def test_the_pin_reaches_the_rank_that_holds_it(serial):
 @pytest.mark.parametrize("k", (1, 3))
 def test_gathered_owned_rows_are_the_serial_pressure_matrix(serial, k):
     from dycore.parallel.local_setup import gather_rows
-    from dycore.parallel.simulation import _rank_piece
+    from dycore.parallel.piece import rank_piece as _rank_piece
     _, sim = serial
     rps = _parts(sim, k)
     rows = [_rank_piece(sim, rp)["pressure_rows"] for rp in rps]

@@ -12,7 +12,8 @@ import pytest
 from dycore.errors import ConfigError
 from dycore.parallel.partition import metis_partition, partition_mesh
 from dycore.parallel.rank_ops import OwnedRowsOperator
-from dycore.parallel.simulation import _SETUP_TAG, DistributedSimulation, _rank_piece
+from dycore.parallel.piece import rank_piece as _rank_piece
+from dycore.parallel.simulation import _SETUP_TAG, DistributedSimulation
 
 K = 4
 

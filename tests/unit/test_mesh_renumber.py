@@ -94,3 +94,29 @@ def test_node_graph_symmetric(mesh):
     # interior node of a Kuhn-split structured grid has 14 neighbours
     deg = np.diff(g.indptr)
     assert deg.max() == 14 and deg.min() >= 3
+
+
+def test_node_graph_is_the_edge_definition(mesh):
+    """node_graph equals the adjacency of the six edges of every tetrahedron (COO, duplicates
+    summed), entry for entry and in dtype — with a node of no element left with an empty row
+    (the RCM order, hence every renumbered mesh, depends on it)."""
+    import scipy.sparse as sp
+
+    from dycore.mesh import Mesh
+    pairs = np.array([[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]])
+    lonely = Mesh(coords=np.vstack([mesh.coords, [[0.0, 0.0, 0.0]]]), tets=mesh.tets,
+                  faces=mesh.faces, face_tags=mesh.face_tags, face_ele=mesh.face_ele)
+    for m in (mesh, shuffle(mesh, seed=3), lonely):
+        e = m.tets[:, pairs].reshape(-1, 2).astype(np.int64)
+        want = sp.csr_matrix((np.ones(2 * e.shape[0], np.int8),
+                              (np.r_[e[:, 0], e[:, 1]], np.r_[e[:, 1], e[:, 0]])),
+                             shape=(m.nnodes, m.nnodes))
+        want.sum_duplicates()
+        want.data[:] = 1
+        want.sort_indices()
+        got = node_graph(m)
+        assert got.has_sorted_indices and got.shape == want.shape
+        for a, b in ((got.indptr, want.indptr), (got.indices, want.indices),
+                     (got.data, want.data)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert np.diff(node_graph(lonely).indptr)[-1] == 0

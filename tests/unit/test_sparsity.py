@@ -7,7 +7,8 @@ in element order (the deterministic assembly's summation order)."""
 import numpy as np
 import pytest
 
-from dycore.assembly.sparsity import build_sparsity, counting_order, first_order_pattern
+from dycore.assembly.sparsity import build_sparsity, first_order_pattern
+from dycore.mesh.graph import counting_order
 from dycore.dtypes import INDEX
 
 FIELDS = ("indptr", "indices", "lookup", "contrib_ptr", "contrib", "row_of",

@@ -1,0 +1,81 @@
+"""Node graphs of a mesh by linear passes: the node → element map and the node adjacency.
+
+``@njit`` counting sorts and marker arrays, linear in the mesh size (no sort of the
+16·nele node pairs): the first-order pattern of the assembly (:mod:`dycore.assembly.sparsity`),
+the adjacency the renumbering orders by (:func:`dycore.mesh.renumber.node_graph`) and the graph
+the partitioner cuts (:mod:`dycore.parallel`).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["counting_order", "node_pattern"]
+
+
+@njit(cache=True)
+def counting_order(target, ntarget):
+    """The CSR map target → source positions with ascending sources within each target (a
+    stable counting sort of ``target``).
+
+    Parameters
+    ----------
+    target : (m,) int64, values in 0..ntarget−1; ntarget : int
+
+    Returns
+    -------
+    ptr : (ntarget+1,) int64; order : (m,) int64 — ``order[ptr[t]:ptr[t+1]]`` are the positions
+    s with ``target[s] == t``, ascending (``np.argsort(target, kind="stable")``).
+    """
+    ptr = np.zeros(ntarget + 1, np.int64)
+    for s in range(target.size):
+        ptr[target[s] + 1] += 1
+    for t in range(ntarget):
+        ptr[t + 1] += ptr[t]
+    fill = ptr[:-1].copy()
+    order = np.empty(target.size, np.int64)
+    for s in range(target.size):
+        t = target[s]
+        order[fill[t]] = s
+        fill[t] += 1
+    return ptr, order
+
+
+@njit(cache=True)
+def node_pattern(tets, nnodes, node_ptr, node_contrib):
+    """The first-order node pattern: (indptr (n+1,) int64, indices (nnz,) int32), row i the
+    distinct nodes of the elements of node i (itself included), sorted — a count pass and a
+    fill pass, each with a marker array.
+
+    Parameters
+    ----------
+    tets : (nele, k) int64 connectivity; nnodes : int; node_ptr, node_contrib : the node →
+    element-entry map, :func:`counting_order` of ``tets.ravel()`` (entry q = e·k + a)
+    """
+    nloc = tets.shape[1]
+    marker = np.full(nnodes, -1, np.int64)
+    indptr = np.zeros(nnodes + 1, np.int64)
+    for i in range(nnodes):
+        c = 0
+        for q in range(node_ptr[i], node_ptr[i + 1]):
+            e = node_contrib[q] // nloc
+            for b in range(nloc):
+                j = tets[e, b]
+                if marker[j] != i:
+                    marker[j] = i
+                    c += 1
+        indptr[i + 1] = indptr[i] + c
+    indices = np.empty(indptr[nnodes], np.int32)
+    marker[:] = -1
+    for i in range(nnodes):
+        p = indptr[i]
+        for q in range(node_ptr[i], node_ptr[i + 1]):
+            e = node_contrib[q] // nloc
+            for b in range(nloc):
+                j = tets[e, b]
+                if marker[j] != i:
+                    marker[j] = i
+                    indices[p] = j
+                    p += 1
+        indices[indptr[i]:p].sort()
+    return indptr, indices
