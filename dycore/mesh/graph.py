@@ -42,6 +42,23 @@ def counting_order(target, ntarget):
 
 
 @njit(cache=True)
+def _row_nodes(i, tets, node_ptr, node_contrib, marker, indices, p, write):
+    """Walk the distinct nodes of node i's elements (``marker[j] == i``: seen), storing them
+    at ``indices[p:]`` when ``write``; returns p plus their number."""
+    nloc = tets.shape[1]
+    for q in range(node_ptr[i], node_ptr[i + 1]):
+        e = node_contrib[q] // nloc
+        for b in range(nloc):
+            j = tets[e, b]
+            if marker[j] != i:
+                marker[j] = i
+                if write:
+                    indices[p] = j
+                p += 1
+    return p
+
+
+@njit(cache=True)
 def node_pattern(tets, nnodes, node_ptr, node_contrib):
     """The first-order node pattern: (indptr (n+1,) int64, indices (nnz,) int32), row i the
     distinct nodes of the elements of node i (itself included), sorted — a count pass and a
@@ -52,30 +69,15 @@ def node_pattern(tets, nnodes, node_ptr, node_contrib):
     tets : (nele, k) int64 connectivity; nnodes : int; node_ptr, node_contrib : the node →
     element-entry map, :func:`counting_order` of ``tets.ravel()`` (entry q = e·k + a)
     """
-    nloc = tets.shape[1]
     marker = np.full(nnodes, -1, np.int64)
     indptr = np.zeros(nnodes + 1, np.int64)
+    none = np.empty(0, np.int32)
     for i in range(nnodes):
-        c = 0
-        for q in range(node_ptr[i], node_ptr[i + 1]):
-            e = node_contrib[q] // nloc
-            for b in range(nloc):
-                j = tets[e, b]
-                if marker[j] != i:
-                    marker[j] = i
-                    c += 1
-        indptr[i + 1] = indptr[i] + c
+        indptr[i + 1] = _row_nodes(i, tets, node_ptr, node_contrib, marker, none, indptr[i],
+                                   False)
     indices = np.empty(indptr[nnodes], np.int32)
     marker[:] = -1
     for i in range(nnodes):
-        p = indptr[i]
-        for q in range(node_ptr[i], node_ptr[i + 1]):
-            e = node_contrib[q] // nloc
-            for b in range(nloc):
-                j = tets[e, b]
-                if marker[j] != i:
-                    marker[j] = i
-                    indices[p] = j
-                    p += 1
-        indices[indptr[i]:p].sort()
+        end = _row_nodes(i, tets, node_ptr, node_contrib, marker, indices, indptr[i], True)
+        indices[indptr[i]:end].sort()
     return indptr, indices
