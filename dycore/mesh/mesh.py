@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
+from numba import njit
 
 from dycore.dtypes import DIM, INDEX, NFACE_LOC, NLOC, REAL
 from dycore.errors import MeshError
@@ -153,12 +154,7 @@ class Mesh:
             ``det([x1 - x0, x2 - x0, x3 - x0]) / 6`` [m^3]; positive for a correctly oriented
             element.
         """
-        x = self.coords[self.tets]                    # (nele, 4, 3)
-        e = x[:, 1:, :] - x[:, :1, :]                 # (nele, 3, 3): rows are edge vectors
-        det = (e[:, 0, 0] * (e[:, 1, 1] * e[:, 2, 2] - e[:, 1, 2] * e[:, 2, 1])
-               - e[:, 0, 1] * (e[:, 1, 0] * e[:, 2, 2] - e[:, 1, 2] * e[:, 2, 0])
-               + e[:, 0, 2] * (e[:, 1, 0] * e[:, 2, 1] - e[:, 1, 1] * e[:, 2, 0]))
-        return det / 6.0
+        return _volumes_and_scales(self.coords, self.tets)[0]
 
     def face_normals(self) -> np.ndarray:
         """Area-weighted outward normals of the boundary faces.
@@ -221,17 +217,16 @@ class Mesh:
             f = badtag[0]
             raise MeshError(f"face {f} has unknown tag {int(self.face_tags[f])}")
 
-        vol = self.signed_volumes()
-        x = self.coords[self.tets]
-        scale = np.abs(x[:, 1:, :] - x[:, :1, :]).max(axis=(1, 2))
+        vol, scale = _volumes_and_scales(self.coords, self.tets)
         badele = np.flatnonzero(~(vol > _DEGENERATE_RTOL * scale ** 3))
         if badele.size:
             e = int(badele[0])
+            x = self.coords[self.tets[badele[:1]]]
             kind = "inverted" if vol[e] < 0 else "zero-volume"
             raise MeshError(
                 f"element {e} is {kind} (signed volume {vol[e]:.6g} m^3; "
                 f"{badele.size} bad element(s) in total); nodes {self.tets[e].tolist()} at "
-                f"{np.array2string(x[e], precision=6, separator=', ')}"
+                f"{np.array2string(x[0], precision=6, separator=', ')}"
             )
 
         if self.nfaces:
@@ -299,3 +294,26 @@ class Mesh:
 
     def __repr__(self) -> str:
         return f"Mesh(nnodes={self.nnodes}, nele={self.nele}, nfaces={self.nfaces})"
+
+
+@njit(cache=True)
+def _volumes_and_scales(coords, tets):
+    """(signed volume det([x1 − x0, x2 − x0, x3 − x0]) / 6 [m³], largest |edge-vector
+    component| [m]) of every element, both (nele,) float64, in one pass (the determinant's
+    operations in :meth:`Mesh.signed_volumes`' documented order)."""
+    nele = tets.shape[0]
+    vol = np.empty(nele)
+    scale = np.empty(nele)
+    e = np.empty((3, 3))
+    for k in range(nele):
+        s = 0.0
+        for r in range(3):
+            for c in range(3):
+                e[r, c] = coords[tets[k, r + 1], c] - coords[tets[k, 0], c]
+                s = max(s, abs(e[r, c]))
+        det = (e[0, 0] * (e[1, 1] * e[2, 2] - e[1, 2] * e[2, 1])
+               - e[0, 1] * (e[1, 0] * e[2, 2] - e[1, 2] * e[2, 0])
+               + e[0, 2] * (e[1, 0] * e[2, 1] - e[1, 1] * e[2, 0]))
+        vol[k] = det / 6.0
+        scale[k] = s
+    return vol, scale

@@ -446,3 +446,21 @@ def test_gridspec_core_mesh():
         GridSpec(**base, core_x=(-8000.0, 40000.0), core_y_half=8000.0, core_dx=1000.0)
     with pytest.raises(MeshError, match="GridSpec.nz"):
         GridSpec(**base, core_z_top=15000.0, dz_core=500.0)
+
+
+def test_signed_volumes_are_the_numpy_determinant(mesh_and_spec):
+    """Mesh.signed_volumes (one @njit pass, which also gives check its scales) is the NumPy
+    expression det([x1 − x0, x2 − x0, x3 − x0]) / 6, bit for bit, inverted elements included."""
+    m = mesh_and_spec[0]
+    tets = m.tets.copy()
+    tets[::7, [1, 2]] = tets[::7, [2, 1]]                  # every 7th element inverted
+    m2 = Mesh(coords=m.coords, tets=tets, faces=m.faces, face_tags=m.face_tags,
+              face_ele=m.face_ele)
+    x = m2.coords[m2.tets]
+    e = x[:, 1:, :] - x[:, :1, :]
+    det = (e[:, 0, 0] * (e[:, 1, 1] * e[:, 2, 2] - e[:, 1, 2] * e[:, 2, 1])
+           - e[:, 0, 1] * (e[:, 1, 0] * e[:, 2, 2] - e[:, 1, 2] * e[:, 2, 0])
+           + e[:, 0, 2] * (e[:, 1, 0] * e[:, 2, 1] - e[:, 1, 1] * e[:, 2, 0]))
+    got = m2.signed_volumes()
+    assert got.dtype == np.float64 and np.array_equal(got, det / 6.0)
+    assert np.all(got[::7] < 0.0) and np.all(np.delete(got, np.s_[::7]) > 0.0)
