@@ -121,6 +121,11 @@ class DeviceRankBiCGStab(ReplayedSolve):
         :mod:`dycore.parallel.device_replay`); False: every solve issued from Python and
         checked every ``check_every`` iterations. A plain attribute.
     name : the system's name in error messages
+    lean : with bs 3, read the blocks lean in the products (``bsr3_lean_spmv``: the serial
+        device path's :class:`~dycore.solvers.krylov.LeanBlocks`, the same bits for finite
+        vectors), refreshed at each solve's start; ``full_pos`` (positions in :attr:`values` of
+        the blocks read in full: the no-normal-flow rotated ones) and ``coriolis`` (whether the
+        (0,1)/(1,0) entries may be nonzero) as LeanBlocks'
 
     Attributes
     ----------
@@ -140,8 +145,9 @@ class DeviceRankBiCGStab(ReplayedSolve):
                  rtol: float = 1e-8, atol: float = 0.0, maxiter: int = 1000,
                  reduction: str = "exact", reducer_options: dict | None = None,
                  check_every: int = 8, block: int | None = None, graphs: bool = True,
-                 name: str = "momentum"):
-        from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix
+                 name: str = "momentum", lean: bool = False, full_pos=None,
+                 coriolis: bool = True):
+        from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix, LeanBlocks
         if preconditioner not in KINDS:
             raise ValueError(f"GPU-rank BiCGStab ({name}): preconditioner must be one of "
                              f"{tuple(KINDS)}, got {preconditioner!r}")
@@ -162,6 +168,9 @@ class DeviceRankBiCGStab(ReplayedSolve):
         self.values = backend.zeros(shape)
         self.a = DeviceMatrix(la, indptr.astype(np.int32), indices.astype(np.int32),
                               self.values, self.bs, 1)
+        if lean and self.bs == 3:
+            self.a.lean_blocks = LeanBlocks(la, backend.to_device(indices.astype(np.int32)),
+                                            full_pos, coriolis)
         self.diag_pos = la.nb(backend.to_device(diag.astype(np.int32)))
         host = np.zeros(K.NCTL)
         host[K.RTOL2], host[K.ATOL2], host[K.MAXIT] = rtol * rtol, atol * atol, maxiter
@@ -226,6 +235,8 @@ class DeviceRankBiCGStab(ReplayedSolve):
         """x = 0, r = r̂ = b (b in :attr:`rhs`), tol from the global ‖b‖², the block inverses."""
         la, k, nb = self.la, self.la.k, self._nb
         m = self.n_owned * self.bs
+        if self.a.lean_blocks is not None:
+            self.a.lean_blocks.refresh(la, self.a)
         la.launch(k.init_residual, m, nb(self.rhs), nb(self.x), nb(self.r), nb(self.rhat), 1,
                   nb(self.partial), -1, self._ctl, la.ticket)
         yield from self._reduce(K.OP_INIT, (self.r, self.r))

@@ -115,6 +115,11 @@ class DeviceDistributedSystems:
     owned_global : with ``pressure_global``, every rank's owned global ids (rank order)
     ordering : with ``pressure_global``, a cached cuDSS ordering (:func:`~dycore.parallel.
         device_direct.shared_ordering`) or None
+    rotated : (nr,) int — positions in the LOCAL assembly's block values of the blocks the
+        no-normal-flow rotation fills (``NoNormalFlow.blk_pos``), or None (none rotated): the
+        momentum products read the other blocks lean (:class:`~dycore.solvers.krylov.
+        LeanBlocks`, the serial device path's); coriolis : whether the momentum blocks' (0,1)
+        and (1,0) entries may be nonzero (f ≠ 0)
 
     Attributes
     ----------
@@ -135,7 +140,7 @@ class DeviceDistributedSystems:
     def __init__(self, backend, transport, rp, row1, perm, pressure_rows, cfg,
                  reduction: str = "exact", reducer_options: dict | None = None,
                  block: int | None = None, pressure_global=None, owned_global=None,
-                 ordering=None):
+                 ordering=None, rotated=None, coriolis: bool = True):
         from dycore.parallel.device_krylov import DeviceRankPCG
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
@@ -143,13 +148,18 @@ class DeviceDistributedSystems:
         self.n_owned, self.n_local = rp.n_owned, rp.n_local(2)
         ro = dict(reducer_options or {})
         plan1, plan2 = rp.plan(1), rp.plan(2)
-        self.perm = backend.to_device(np.asarray(perm, np.int64))
+        perm = np.asarray(perm, np.int64)
+        self.perm = backend.to_device(perm)
+        # the owned layout's blocks read in full: those whose local value is a rotated block
+        full = (None if rotated is None else
+                np.flatnonzero(np.isin(perm, np.asarray(rotated, np.int64))))
         self.solvers = {}
         for name, bs in (("tracer", 1), ("momentum", 3)):
             c = getattr(cfg, name)
+            lean = {} if bs == 1 else {"lean": True, "full_pos": full, "coriolis": coriolis}
             self.solvers[name] = DeviceRankBiCGStab(
                 backend, transport, plan1, row1[0], row1[1], bs, c.preconditioner, c.rtol,
-                c.atol, c.max_iterations, reduction, ro, block=block, name=name)
+                c.atol, c.max_iterations, reduction, ro, block=block, name=name, **lean)
         pc, p = cfg.pressure.preconditioner, cfg.pressure
         self.pcg = self.direct = None
         if pressure_global is not None:

@@ -210,10 +210,12 @@ class GpuRankSimulation(DistributedSimulation):
         self.local_ops = self._device_ops(piece, lsp)
         direct = self._replicated_pressure(config.solvers.pressure, pressure_global)
         del pressure_global
+        nnf = self.local_ops.nnf
         self.systems = DeviceDistributedSystems(
             b, self.transport, rp, piece["row1"], owned_row_order(lsp.indptr, lsp.indices, rp),
             piece["pressure_rows"], config.solvers, _REDUCTIONS[reduction], ro, block,
-            **direct)
+            rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
+            coriolis=piece["coeffs"].f_cor != 0.0, **direct)
         if direct:
             keep_ordering(comm, self.setup_cache, self.systems.direct.direct, direct["ordering"])
         del direct
