@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from dycore.dtypes import INDEX
-from dycore.mesh.graph import counting_order, node_pattern
+from dycore.mesh.graph import counting_order, element_map_and_pattern
 
 __all__ = ["Sparsity", "build_sparsity", "first_order_pattern", "second_order_pattern"]
 
@@ -98,41 +98,30 @@ def build_sparsity(tets: np.ndarray, nnodes: int) -> Sparsity:
     ------
     ValueError when a node id of ``tets`` is outside 0..nnodes−1.
 
-    Four linear passes (:func:`~dycore.mesh.graph.counting_order`,
-    :func:`~dycore.mesh.graph.node_pattern`, :func:`_lookup`, then ``counting_order`` again): the node → element map, each row's distinct neighbours
-    collected with a marker array and sorted, each element entry's position by binary search
-    in its row, and the nonzero → contributions map. Equal, array for array, to the NumPy
-    definition (``np.unique`` of the keys row·n + column with ``return_inverse``; stable
-    argsorts for the maps), 5–10× faster (docs/performance.md).
+    Linear passes: the node → element map and each row's distinct neighbours, sorted
+    (:func:`~dycore.mesh.graph.element_map_and_pattern`), each element entry's position by
+    binary search in its row (:func:`_lookup`), and the nonzero → contributions map (a
+    stable counting sort). Equal, array for array, to the NumPy definition (``np.unique`` of
+    the keys row·n + column with ``return_inverse``; stable argsorts for the maps), 4.3× faster
+    on the paper mesh (docs/performance.md).
     """
-    tets = _checked(tets, nnodes)
-    node_contrib_ptr, node_contrib = counting_order(tets.ravel(), nnodes)
-    indptr, indices = node_pattern(tets, nnodes, node_contrib_ptr, node_contrib)
+    tets = np.ascontiguousarray(tets, dtype=np.int64)
+    node_contrib_ptr, node_contrib, indptr, indices = element_map_and_pattern(tets, nnodes)
     lookup = _lookup(tets, indptr, indices)
-    nnz = int(indptr[-1])
-    contrib_ptr, contrib = counting_order(lookup.ravel(), nnz)
+    contrib_ptr, contrib = counting_order(lookup.ravel(), int(indptr[-1]))
     row_of = np.repeat(np.arange(nnodes, dtype=INDEX), np.diff(indptr))
     return Sparsity(n=nnodes, indptr=indptr.astype(INDEX),
-                    indices=indices.astype(INDEX, copy=False), lookup=lookup.astype(INDEX), contrib_ptr=contrib_ptr, contrib=contrib,
-                    row_of=row_of, node_contrib_ptr=node_contrib_ptr, node_contrib=node_contrib)
+                    indices=indices.astype(INDEX, copy=False), lookup=lookup.astype(INDEX),
+                    contrib_ptr=contrib_ptr, contrib=contrib, row_of=row_of,
+                    node_contrib_ptr=node_contrib_ptr, node_contrib=node_contrib)
 
 
 def first_order_pattern(tets: np.ndarray, nnodes: int) -> tuple[np.ndarray, np.ndarray]:
     """The first-order pattern alone (a node graph, e.g. for the partitioner): the
     ``indptr`` (n+1,) and ``indices`` (nnz,) int32 of :func:`build_sparsity`, without its
     tables. Raises ValueError for node ids outside 0..nnodes−1."""
-    tets = _checked(tets, nnodes)
-    ptr, order = counting_order(tets.ravel(), nnodes)
-    indptr, indices = node_pattern(tets, nnodes, ptr, order)
+    _, _, indptr, indices = element_map_and_pattern(tets, nnodes)
     return indptr.astype(INDEX), indices.astype(INDEX, copy=False)
-
-
-def _checked(tets, nnodes: int) -> np.ndarray:
-    tets = np.ascontiguousarray(tets, dtype=np.int64)
-    if tets.size and (tets.min() < 0 or tets.max() >= nnodes):
-        raise ValueError(f"build_sparsity: node ids of tets span {tets.min()}..{tets.max()}, "
-                         f"outside 0..{nnodes - 1}")
-    return tets
 
 
 @njit(cache=True)

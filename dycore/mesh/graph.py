@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["counting_order", "node_pattern"]
+__all__ = ["counting_order", "node_pattern", "element_map_and_pattern"]
 
 
 @njit(cache=True)
@@ -81,3 +81,27 @@ def node_pattern(tets, nnodes, node_ptr, node_contrib):
         end = _row_nodes(i, tets, node_ptr, node_contrib, marker, indices, indptr[i], True)
         indices[indptr[i]:end].sort()
     return indptr, indices
+
+
+def element_map_and_pattern(tets, nnodes: int):
+    """The node → element-entry map and the first-order node pattern of a mesh.
+
+    Parameters
+    ----------
+    tets : (nele, k) int connectivity; nnodes : int
+
+    Returns
+    -------
+    (node_ptr (n+1,) int64, node_contrib (nele·k,) int64, indptr (n+1,) int64, indices (nnz,)
+    int32): :func:`counting_order` of ``tets.ravel()`` and :func:`node_pattern`
+
+    Raises
+    ------
+    ValueError when a node id of ``tets`` is outside 0..nnodes−1.
+    """
+    tets = np.ascontiguousarray(tets, dtype=np.int64)
+    if tets.size and (tets.min() < 0 or tets.max() >= nnodes):
+        raise ValueError(f"node ids of tets span {tets.min()}..{tets.max()}, outside "
+                         f"0..{nnodes - 1}")
+    node_ptr, node_contrib = counting_order(tets.ravel(), nnodes)
+    return (node_ptr, node_contrib) + node_pattern(tets, nnodes, node_ptr, node_contrib)

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee as _scipy_rcm
 
-from dycore.mesh.graph import counting_order, node_pattern
+from dycore.mesh.graph import element_map_and_pattern
 from dycore.mesh.mesh import Mesh
 
 __all__ = ["node_graph", "bandwidth", "reverse_cuthill_mckee", "shuffle"]
@@ -28,10 +28,8 @@ def node_graph(mesh: Mesh) -> sp.csr_matrix:
         pair of a tetrahedron's nodes is an edge: the first-order pattern
         :func:`~dycore.mesh.graph.node_pattern` without its diagonal).
     """
-    tets = np.ascontiguousarray(mesh.tets, dtype=np.int64)
     n = mesh.nnodes
-    ptr, order = counting_order(tets.ravel(), n)
-    indptr, indices = node_pattern(tets, n, ptr, order)
+    _, _, indptr, indices = element_map_and_pattern(mesh.tets, n)
     rows = np.repeat(np.arange(n), np.diff(indptr))
     off = indices != rows
     keep = np.zeros(n + 1, np.int64)

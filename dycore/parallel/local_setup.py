@@ -94,7 +94,7 @@ def local_piece(config, part: dict, rp, nnodes: int, pin: int, timers=None) -> d
     from dycore.backend.timers import StageTimers
     from dycore.parallel.piece import rank_piece
     from dycore.physics.coefficients import build_coefficients
-    from dycore.physics.state import TRACERS, State
+    from dycore.physics.state import State
     from dycore.timestepping.simulation import no_normal_flow_setting
 
     timers = StageTimers() if timers is None else timers
@@ -114,10 +114,7 @@ def local_piece(config, part: dict, rp, nnodes: int, pin: int, timers=None) -> d
                                   *no_normal_flow_setting(config, case, params), pin=local_pin)
     del assembler
     ops = mesh_operators_from_arrays(arrays, backend, sparsity)
-    init = case.initial_state(params, mesh.coords)
-    state = State(u=np.asarray(init["u"], float), p=np.asarray(init["p"], float),
-                  theta_prime=np.asarray(init["theta_prime"], float),
-                  q={name: np.asarray(init[name], float) for name in TRACERS})
+    state = State.from_fields(case.initial_state(params, mesh.coords), np.asarray)
     coeffs = build_coefficients(case, params, mesh, config.physics, backend)
     view = SimpleNamespace(mesh=mesh, sparsity=sparsity, ops=ops, coeffs=coeffs, state=state)
     return rank_piece(view, rp, nnodes=nnodes, ids=ids, pin=pin)

@@ -32,6 +32,18 @@ class State:
     q: dict
     t: float = 0.0
 
+    @classmethod
+    def from_fields(cls, fields: dict, to_device, t: float = 0.0) -> "State":
+        """A State from host fields — ``u`` (n,3), ``p``, ``theta_prime`` and every tracer
+        (n,), as a case's ``initial_state`` gives them — each as float64 through
+        ``to_device`` (the backend's; ``np.asarray`` for host arrays)."""
+        import numpy as np
+
+        def put(name):
+            return to_device(np.asarray(fields[name], float))
+        return cls(u=put("u"), p=put("p"), theta_prime=put("theta_prime"),
+                   q={k: put(k) for k in TRACERS}, t=t)
+
     def host_fields(self, to_host) -> dict:
         """{name: (n,) host array} for every output field."""
         u = to_host(self.u)

@@ -170,11 +170,8 @@ class Simulation:
         self.systems = self._systems()
         self.stepper = PicardStepper(self.backend, self.assembler, self.ops, self.systems,
                                      self.coeffs, config.time, self.timers)
-        init = self.case.initial_state(self.params, self.mesh.coords)
-        dev = self.backend.to_device
-        self.state = State(u=dev(np.asarray(init["u"], float)), p=dev(np.asarray(init["p"], float)),
-                           theta_prime=dev(np.asarray(init["theta_prime"], float)),
-                           q={k: dev(np.asarray(init[k], float)) for k in TRACERS})
+        self.state = State.from_fields(self.case.initial_state(self.params, self.mesh.coords),
+                                       self.backend.to_device)
         self.last_diagnostics = {}        # of the last step taken
 
     @staticmethod
