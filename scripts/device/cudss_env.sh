@@ -10,7 +10,7 @@ mkdir -p /tmp/cudss
 if [ -f "$here/.cudss2/part_b" ] && [ -f /tmp/cudss/part_a ]; then
   cat /tmp/cudss/part_a "$here/.cudss2/part_b" > /tmp/cudss/libcudss.so.0
   lib=$(python3 -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13', 'lib'))" 2>/dev/null)
-  cp "$here"/.cudss2/libcudss_mtlayer_gomp.so.0 /tmp/cudss/ 2>/dev/null
+  cp "$here"/.cudss2/libcudss_*layer*.so.0 /tmp/cudss/ 2>/dev/null
   if [ -n "$lib" ]; then mkdir -p "$lib" && cp /tmp/cudss/*.so.0 "$lib/"; fi
   export LD_LIBRARY_PATH="/tmp/cudss:${lib:+$lib:}${LD_LIBRARY_PATH}"
   python3 -m pip install -q --no-index --no-deps --target /tmp/nvmath-site "$here"/.cudss2/nvmath_python-*.whl
