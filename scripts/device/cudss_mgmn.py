@@ -1,7 +1,7 @@
 """Does cuDSS's multi-GPU multi-node mode (MGMN) divide the pressure solve over GPU ranks?
 
     mpiexec -n K python3 scripts/device/cudss_mgmn.py CONFIG [--mesh NX NY NZ] [--solves N]
-        [--comm-layer PATH] [--rounds R]
+        [--comm-layer PATH] [--rounds R] [--reuse] [--no-serial]
 
 The replicated direct solve of GPU ranks (dycore/parallel/device_direct.py) factorises the
 whole pressure matrix on every GPU: its solve does not shrink with the rank count (22 ms per
@@ -19,7 +19,9 @@ block of rows (equal row counts) and the K ranks factorise together: rows given 
 Printed by rank 0: analysis / factorisation seconds and the solve time (CUDA events around N
 solves issued back to back after a barrier, the max over ranks, median of R rounds) for the
 serial and the MGMN factorisation, and the MGMN solution's relative residual ‖b − A x‖/‖b‖
-(host, gathered) and its max |diff| from the serial solution.
+(host, gathered). With ``--reuse`` a second MGMN factorisation is given the first one's
+ordering (``PERM_REORDER_ROW`` → ``USER_PERM``, with its ``ND_PARTITION_TREE``): does a cached
+ordering skip the reordering in MGMN mode, as it does on one GPU?
 """
 from __future__ import annotations
 
@@ -81,6 +83,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--comm-layer", default=None)
     ap.add_argument("--no-serial", action="store_true")
+    ap.add_argument("--reuse", action="store_true")
     args = ap.parse_args()
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
@@ -91,12 +94,11 @@ def main() -> int:
     import dycore
     from dycore.backend.gpu import GPUBackend
     from dycore.parallel.device_direct import broadcast_csr
-    from dycore.solvers.direct import CudssDirect
+    from dycore.solvers.direct import CudssDirect, threading_layer
     from nvmath.bindings import cudss
     _log(comm, f"{comm.size} ranks; MPI: {MPI.Get_library_version().splitlines()[0][:60]}")
 
     a = None
-    serial_x = None
     rhs = None
     if comm.rank == 0:
         over = {"backend": {"name": "gpu", "solver_mode": "device"},
@@ -122,12 +124,10 @@ def main() -> int:
         bv, xv = cp.asarray(rhs), cp.zeros(n)
         d = CudssDirect(b, a, bv, xv)
         times = _time_solves(b, MPI.COMM_SELF, d.solve, args.solves, args.rounds)
-        serial_x = cp.asnumpy(xv)
         print(f"serial cuDSS (1 GPU): analysis {d.analysis_s:.2f} s, factorisation "
               f"{d.setup_s - d.analysis_s:.2f} s, fill {d.fill:,}, solve "
               f"{np.median(times):.3f} ms [{min(times):.3f}-{max(times):.3f}]", flush=True)
         del d
-    serial_x = comm.bcast(serial_x, root=0)
 
     # the rows of this rank: an equal split
     bounds = np.linspace(0, n, comm.size + 1).astype(np.int64)
@@ -136,27 +136,35 @@ def main() -> int:
     ptr = cp.asarray(block.indptr.astype(np.int32))
     idx = cp.asarray(block.indices.astype(np.int32))
     val = cp.asarray(block.data.astype(np.float64))
-    bl, xl = cp.asarray(rhs[lo:hi]), cp.zeros(hi - lo)
+    bl, xl = cp.zeros(hi - lo), cp.zeros(hi - lo)
     from cupy.cuda import nccl
     uid = comm.bcast(nccl.get_unique_id() if comm.rank == 0 else None, root=0)
     nc = nccl.NcclCommunicator(comm.size, uid, comm.rank)
     keep = []
-    try:
+
+    def mgmn(label, perm=None, tree=None):
         t = time.perf_counter()
         h = cudss.create()
         cudss.set_stream(h, b.stream.ptr)
         layer = _comm_layer(args.comm_layer)
         cudss.set_comm_layer(h, layer)
+        mt = threading_layer()
+        if mt:
+            cudss.set_threading_layer(h, mt)
         conf = cudss.config_create()
         data = cudss.data_create(h)
         dev_comm = np.array([nc.comm], np.uint64)
         host_comm = np.array([MPI._handleof(comm)], np.uint64)
-        keep += [dev_comm, host_comm]
+        keep.extend([dev_comm, host_comm])
         cudss.data_set(h, data, cudss.DataParam.COMM_DEVICE, dev_comm.ctypes.data, 8)
-        try:
-            cudss.data_set(h, data, cudss.DataParam.COMM_HOST, host_comm.ctypes.data, 8)
-        except Exception as exc:  # noqa: BLE001
-            _log(comm, f"COMM_HOST not set: {exc}")
+        cudss.data_set(h, data, cudss.DataParam.COMM_HOST, host_comm.ctypes.data, 8)
+        if perm is not None:
+            keep.append(perm)
+            cudss.data_set(h, data, cudss.DataParam.USER_PERM, perm.ctypes.data, perm.nbytes)
+            if tree is not None and tree.size:
+                keep.append(tree)
+                cudss.data_set(h, data, cudss.DataParam.USER_ND_PARTITION_TREE,
+                               tree.ctypes.data, tree.nbytes)
         r64, r32 = cudss.DataType.R_64F, cudss.DataType.R_32I
         A = cudss.matrix_create_csr(n, n, int(block.nnz), ptr.data.ptr, 0, idx.data.ptr,
                                     val.data.ptr, r32, r32, r64, cudss.MatrixType.SPD,
@@ -166,7 +174,6 @@ def main() -> int:
         X = cudss.matrix_create_dn(n, 1, hi - lo, xl.data.ptr, r64, cudss.Layout.COL_MAJOR)
         cudss.matrix_set_distribution_row1d(B, lo, hi - 1)
         cudss.matrix_set_distribution_row1d(X, lo, hi - 1)
-        _log(comm, f"MGMN set up with {layer}")
         cudss.execute(h, cudss.Phase.ANALYSIS, conf, data, A, X, B)
         b.synchronize()
         t1 = time.perf_counter()
@@ -177,21 +184,44 @@ def main() -> int:
         w = np.zeros(1, np.uint64)
         cudss.data_get(h, data, cudss.DataParam.INFO, info.ctypes.data, 4, w.ctypes.data)
         cudss.data_get(h, data, cudss.DataParam.LU_NNZ, fill.ctypes.data, 8, w.ctypes.data)
-        _log(comm, f"MGMN ({comm.size} GPUs): analysis {t1 - t:.2f} s, factorisation "
+        _log(comm, f"MGMN {label} ({comm.size} GPUs, layer {os.path.basename(layer)}, threads "
+                   f"{'on' if mt else 'off'}): analysis {t1 - t:.2f} s, factorisation "
                    f"{t2 - t1:.2f} s, INFO {int(info[0])}, fill {int(fill[0]):,}")
 
         def solve():
             cudss.execute(h, cudss.Phase.SOLVE, conf, data, A, X, B)
+        bl[...] = cp.asarray(rhs[lo:hi])
         times = _time_solves(b, comm, solve, args.solves, args.rounds)
         parts = comm.gather(cp.asnumpy(xl), root=0)
         if comm.rank == 0:
             x = np.concatenate(parts)
             res = np.linalg.norm(rhs - a @ x) / np.linalg.norm(rhs)
-            diff = (float(np.max(np.abs(x - serial_x))) if serial_x is not None
-                    else float("nan"))
-            print(f"MGMN ({comm.size} GPUs) solve {np.median(times):.3f} ms "
-                  f"[{min(times):.3f}-{max(times):.3f}]; residual {res:.2e}; max|x - serial x| "
-                  f"{diff:.2e} (max|x| {np.max(np.abs(x)):.2e})", flush=True)
+            print(f"MGMN {label} ({comm.size} GPUs) solve {np.median(times):.3f} ms "
+                  f"[{min(times):.3f}-{max(times):.3f}]; residual {res:.2e}", flush=True)
+        return h, data
+
+    try:
+        h, data = mgmn("fresh ordering")
+        if args.reuse:
+            w = np.zeros(1, np.uint64)
+            perm = np.zeros(n, np.int32)
+            cudss.data_get(h, data, cudss.DataParam.PERM_REORDER_ROW, perm.ctypes.data,
+                           perm.nbytes, w.ctypes.data)
+            _log(comm, f"PERM_REORDER_ROW: {int(w[0])} bytes written; a permutation: "
+                       f"{np.array_equal(np.sort(perm), np.arange(n))}")
+            tree = None
+            try:
+                cudss.data_get(h, data, cudss.DataParam.ND_PARTITION_TREE, 0, 0, w.ctypes.data)
+                tree = np.zeros(int(w[0]), np.uint8)
+                if tree.size:
+                    cudss.data_get(h, data, cudss.DataParam.ND_PARTITION_TREE,
+                                   tree.ctypes.data, tree.nbytes, w.ctypes.data)
+            except Exception as exc:  # noqa: BLE001
+                _log(comm, f"ND_PARTITION_TREE: {type(exc).__name__}: {exc}")
+            same = comm.allgather(hash(perm.tobytes()))
+            _log(comm, f"tree {0 if tree is None else tree.size} bytes; the same permutation "
+                       f"on every rank: {len(set(same)) == 1}")
+            mgmn("given the first ordering", perm, tree)
     except Exception:  # noqa: BLE001 - report every rank's failure
         print(f"rank {comm.rank}: MGMN failed:\n{traceback.format_exc()}", flush=True)
         return 1
