@@ -285,6 +285,13 @@ class LinearSolverConfig(_Section):
                                              "host gmres rounds it up to whole restart cycles",
                                  ge=1)
     restart: int = _field(30, unit="iterations", description="GMRES restart length", ge=1)
+    factorisation: Literal["auto", "distributed", "replicated"] = _field(
+        "auto", unit="-", description="the direct pressure solve on several GPU ranks: "
+        "distributed (one factorisation over all ranks' GPUs: cuDSS's multi-GPU mode, which "
+        "needs its NCCL communication layer and Open MPI), replicated (every GPU factorises "
+        "the whole matrix), or auto: distributed where every rank supports it, the run is "
+        "not strict or deterministic and the matrix has at least 500,000 rows, replicated "
+        "otherwise (pressure only; docs/parallel.md)")
     precision: Literal["auto", "float64", "float32"] = _field(
         "auto", unit="-", description="storage of the AMG levels' matrix values in device "
         "mode (float32: 2/3 of the bytes per nonzero, arithmetic stays float64; auto: float32 "

@@ -115,6 +115,9 @@ class DeviceDistributedSystems:
     owned_global : with ``pressure_global``, every rank's owned global ids (rank order)
     ordering : with ``pressure_global``, a cached cuDSS ordering (:func:`~dycore.parallel.
         device_direct.shared_ordering`) or None
+    direct : a pressure solver built by the caller (:class:`~dycore.parallel.
+        distributed_direct.DistributedDirectPressure`: one factorisation over the ranks'
+        GPUs), used instead of ``pressure_global`` / CG
     rotated : (nr,) int — positions in the LOCAL assembly's block values of the blocks the
         no-normal-flow rotation fills (``NoNormalFlow.blk_pos``), or None (none rotated): the
         momentum products read the other blocks lean (:class:`~dycore.solvers.krylov.
@@ -124,7 +127,7 @@ class DeviceDistributedSystems:
     Attributes
     ----------
     pressure_method : "direct" or "cg"; pcg : DeviceRankPCG or None; direct :
-        ReplicatedDirectPressure or None
+        ReplicatedDirectPressure, DistributedDirectPressure or None
 
     Raises
     ------
@@ -140,7 +143,7 @@ class DeviceDistributedSystems:
     def __init__(self, backend, transport, rp, row1, perm, pressure_rows, cfg,
                  reduction: str = "exact", reducer_options: dict | None = None,
                  block: int | None = None, pressure_global=None, owned_global=None,
-                 ordering=None, rotated=None, coriolis: bool = True):
+                 ordering=None, rotated=None, coriolis: bool = True, direct=None):
         from dycore.parallel.device_krylov import DeviceRankPCG
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
@@ -162,7 +165,9 @@ class DeviceDistributedSystems:
                 c.atol, c.max_iterations, reduction, ro, block=block, name=name, **lean)
         pc, p = cfg.pressure.preconditioner, cfg.pressure
         self.pcg = self.direct = None
-        if pressure_global is not None:
+        if direct is not None:                      # built by the caller: distributed
+            self.pressure_method, self.direct = "direct", direct
+        elif pressure_global is not None:
             from dycore.parallel.device_direct import ReplicatedDirectPressure
             self.pressure_method = "direct"
             self.direct = ReplicatedDirectPressure(backend, transport, pressure_global,

@@ -208,7 +208,7 @@ class GpuRankSimulation(DistributedSimulation):
         b._ops = DeviceRankVectorOps(b, self.transport, rp.n_owned,
                                      {k: v for k, v in ro.items() if k.startswith("exact_")})
         self.local_ops = self._device_ops(piece, lsp)
-        direct = self._replicated_pressure(config.solvers.pressure, pressure_global)
+        direct = self._direct_pressure(config.solvers.pressure, pressure_global, piece)
         del pressure_global
         nnf = self.local_ops.nnf
         self.systems = DeviceDistributedSystems(
@@ -216,7 +216,7 @@ class GpuRankSimulation(DistributedSimulation):
             piece["pressure_rows"], config.solvers, _REDUCTIONS[reduction], ro, block,
             rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
             coriolis=piece["coeffs"].f_cor != 0.0, **direct)
-        if direct:
+        if "ordering" in direct:
             keep_ordering(comm, self.setup_cache, self.systems.direct.direct, direct["ordering"])
         del direct
         dev = b.to_device
@@ -241,14 +241,16 @@ class GpuRankSimulation(DistributedSimulation):
         self.n1 = rp.n_local(1)
         self.last_diagnostics = {}
 
-    def _replicated_pressure(self, cfg, pressure_global) -> dict:
+    def _direct_pressure(self, cfg, pressure_global, piece) -> dict:
         """The pressure method of the GPU ranks (collective): ``cfg.method``, or for ``auto``
         :func:`~dycore.solvers.direct.pressure_method`'s choice for the global row count when
         every rank agrees (a GPU, device solvers, atomic assembly and not strict, cuDSS
-        importable, at most AUTO_DIRECT_MAX_ROWS rows), else CG. For ``direct``: rank 0's
+        importable, at most AUTO_DIRECT_MAX_ROWS rows), else CG. A direct solve on K > 1 ranks
+        is one factorisation distributed over the GPUs or one replicated on each
+        (:meth:`_factorisation`). Returns the keyword arguments of DeviceDistributedSystems:
+        {} for CG; {"direct": DistributedDirectPressure}; or for the replicated solve rank 0's
         global matrix broadcast to every rank, the owned global ids of every rank and rank 0's
-        cached cuDSS ordering (or None), as the keyword arguments of DeviceDistributedSystems;
-        {} for CG."""
+        cached cuDSS ordering (or None)."""
         from dycore.parallel.device_direct import broadcast_csr, shared_ordering
         from dycore.solvers.direct import on_gpu, pressure_method
         comm = self.comm
@@ -258,14 +260,60 @@ class GpuRankSimulation(DistributedSimulation):
             if method == "direct" and any(v != "direct" for v in votes):
                 method, why = "cg", "cuDSS is not available on every rank"
             if comm.rank == 0:
-                log.info("solvers.pressure.method auto on GPU ranks: %s (%s)",
-                         "direct, replicated on every rank" if method == "direct" else method,
-                         why)
+                log.info("solvers.pressure.method auto on GPU ranks: %s (%s)", method, why)
         if method != "direct":
             return {}
+        if self._factorisation(cfg) == "distributed":
+            from dycore.parallel.distributed_direct import (DistributedDirectPressure,
+                                                            distributed_numbering,
+                                                            distributed_rows)
+            dist, offsets = distributed_numbering(comm.allgather(self.rp.owned), self.nnodes)
+            rows = distributed_rows(piece["pressure_rows"], self.rp.l2g, dist, self.nnodes)
+            del dist
+            return {"direct": DistributedDirectPressure(
+                self.backend, self.transport, rows, int(offsets[comm.rank]), self.rp.plan(2),
+                comm=comm, rtol=cfg.rtol)}
         return {"pressure_global": broadcast_csr(comm, pressure_global, root=0),
                 "owned_global": comm.allgather(self.rp.owned),
                 "ordering": shared_ordering(comm, self.setup_cache, on_gpu(self.backend))}
+
+    def _factorisation(self, cfg) -> str:
+        """``cfg.factorisation`` resolved on K ranks (collective): "replicated" on one rank;
+        for ``auto`` "distributed" where every rank supports cuDSS's MGMN mode
+        (:func:`~dycore.parallel.distributed_direct.mgmn_support`), the run does not ask for
+        reproducible sums and the matrix has at least :data:`MGMN_MIN_ROWS` rows.
+
+        Raises
+        ------
+        ConfigError (on every rank) for ``distributed`` where some rank lacks the support,
+        naming the rank and why.
+        """
+        from dycore.parallel.distributed_direct import MGMN_MIN_ROWS, mgmn_support
+        from dycore.solvers.direct import reproducible
+        comm, want = self.comm, cfg.factorisation
+        if comm.size == 1 or want == "replicated":
+            return "replicated"
+        ok, why = mgmn_support(self.transport)
+        votes = comm.allgather((ok, why))
+        missing = [(r, w) for r, (o, w) in enumerate(votes) if not o]
+        if want == "distributed" and missing:
+            r, w = missing[0]
+            raise ConfigError(f"solvers.pressure.factorisation: distributed: rank {r} cannot "
+                              f"join a factorisation over the GPUs ({w}); use replicated")
+        if want == "auto":
+            small = self.nnodes < MGMN_MIN_ROWS
+            if missing or small or reproducible(self.backend):
+                if comm.rank == 0:
+                    log.info("solvers.pressure.factorisation auto on %d GPU ranks: replicated "
+                             "(%s)", comm.size,
+                             f"rank {missing[0][0]}: {missing[0][1]}" if missing else
+                             f"{self.nnodes} rows < {MGMN_MIN_ROWS}" if small else
+                             "reproducible sums asked for")
+                return "replicated"
+        if comm.rank == 0:
+            log.info("solvers.pressure.factorisation on %d GPU ranks: distributed (cuDSS MGMN, "
+                     "communication layer %s)", comm.size, votes[0][1])
+        return "distributed"
 
     def _device_ops(self, piece, lsp):
         """The MeshOperators the stepper reads, over local nodes, on the device (the GPU

@@ -33,8 +33,8 @@ import scipy.sparse.linalg as spla
 from dycore.errors import ConfigError, SolverDivergedError
 
 __all__ = ["HostDirect", "CudssDirect", "direct_solver", "check_factorisation",
-           "pressure_method", "on_gpu", "threading_layer", "ordering_arrays",
-           "AUTO_DIRECT_MAX_ROWS", "ORDERING_ENTRY"]
+           "pressure_method", "on_gpu", "reproducible", "threading_layer", "comm_layer",
+           "beside_cudss", "ordering_arrays", "AUTO_DIRECT_MAX_ROWS", "ORDERING_ENTRY"]
 
 #: the set-up cache entry (:mod:`dycore.io.setup_cache`) of a cuDSS factorisation's ordering
 #: and partition tree (:func:`ordering_arrays`); entries of the ordering alone, under the old
@@ -171,6 +171,25 @@ class CudssDirect:
 
     def __init__(self, backend, a, b, x, rtol: float = 1e-10, reordering: str = "DEFAULT",
                  perm=None, deterministic: bool = False, options=None, tree=None):
+        self._open(backend, b, x, reordering, deterministic, options)
+        a = sp.csr_matrix(a)
+        if perm is not None:                           # a reordering found before (cached)
+            perm = np.ascontiguousarray(perm, np.int32)
+            self.cd.data_set(self.handle, self.data, self.cd.DataParam.USER_PERM,
+                             perm.ctypes.data, perm.nbytes)
+            param = _tree_param(self.cd, user=True)
+            if tree is not None and param is not None:
+                tree = np.ascontiguousarray(tree, np.uint8)
+                self.cd.data_set(self.handle, self.data, param, tree.ctypes.data, tree.nbytes)
+        self._factorise(a, a.shape[0])
+        self.residual = check_factorisation(a, self._solve_host, rtol)
+        self.capturable = self._try_capture()
+
+    def _open(self, backend, b, x, reordering="DEFAULT", deterministic=False, options=None,
+              comm_layer=None) -> None:
+        """The handle (on the backend's stream, with the threading layer and, for a
+        factorisation over several processes, the communication layer ``comm_layer``), the
+        configuration and the solver data; ConfigError when cuDSS cannot be loaded."""
         try:
             from nvmath.bindings import cudss
         except Exception as exc:  # noqa: BLE001 - ImportError or a missing shared library
@@ -179,13 +198,7 @@ class CudssDirect:
                 f"the GPU ({type(exc).__name__}: {exc}); install it with {CUDSS_INSTALL}, or "
                 f"use solvers.pressure.method: cg") from exc
         self.cd, self.b_arr, self.x_arr, self.backend = cudss, b, x, backend
-        xp, n = backend.xp, a.shape[0]
-        a = sp.csr_matrix(a)
-        self._arrays = (xp.asarray(a.indptr.astype(np.int32)),
-                        xp.asarray(a.indices.astype(np.int32)),
-                        xp.asarray(a.data.astype(np.float64)))
-        ptr, idx, val = self._arrays
-        t = time.perf_counter()
+        self._t0 = time.perf_counter()
         try:
             self.handle = cudss.create()
         except Exception as exc:  # noqa: BLE001 - libcudss not found at first use
@@ -193,6 +206,8 @@ class CudssDirect:
                 f"solvers.pressure.method: direct: the cuDSS library could not be loaded "
                 f"({type(exc).__name__}: {exc}); install it with {CUDSS_INSTALL}") from exc
         cudss.set_stream(self.handle, backend.stream.ptr)
+        if comm_layer is not None:
+            cudss.set_comm_layer(self.handle, comm_layer)
         self.threading = threading_layer()
         if self.threading:                              # cuDSS's multithreaded analysis
             cudss.set_threading_layer(self.handle, self.threading)
@@ -206,35 +221,47 @@ class CudssDirect:
             self._set_config(getattr(cudss.ConfigParam, key),
                              int(getattr(enum, value)) if enum is not None else int(value))
         self.data = cudss.data_create(self.handle)
-        if perm is not None:                           # a reordering found before (cached)
-            perm = np.ascontiguousarray(perm, np.int32)
-            cudss.data_set(self.handle, self.data, cudss.DataParam.USER_PERM, perm.ctypes.data,
-                           perm.nbytes)
-            param = _tree_param(cudss, user=True)
-            if tree is not None and param is not None:
-                tree = np.ascontiguousarray(tree, np.uint8)
-                cudss.data_set(self.handle, self.data, param, tree.ctypes.data, tree.nbytes)
+        self.a = self.b = self.x = None
+        self._matrices = []
+        self._finalizer = weakref.finalize(self, _destroy, cudss, self.handle, self.config,
+                                           self.data, self._matrices)
+
+    def _factorise(self, rows, n: int, first_row: int | None = None) -> None:
+        """Analysis and numeric factorisation of the CSR ``rows`` ((m, n) scipy CSR: the whole
+        matrix, m = n, or — ``first_row`` given — this process's rows first_row ..
+        first_row + m − 1 of a matrix distributed by rows, with the right-hand side and the
+        solution distributed alike). Sets fill, analysis_s, setup_s; SolverDivergedError when
+        cuDSS reports INFO ≠ 0."""
+        cudss, xp, m = self.cd, self.backend.xp, rows.shape[0]
+        self._arrays = (xp.asarray(rows.indptr.astype(np.int32)),
+                        xp.asarray(rows.indices.astype(np.int32)),
+                        xp.asarray(rows.data.astype(np.float64)))
+        ptr, idx, val = self._arrays
         r64, r32 = cudss.DataType.R_64F, cudss.DataType.R_32I
         self.a = cudss.matrix_create_csr(
-            n, n, int(a.nnz), ptr.data.ptr, 0, idx.data.ptr, val.data.ptr, r32, r32, r64,
+            n, n, int(rows.nnz), ptr.data.ptr, 0, idx.data.ptr, val.data.ptr, r32, r32, r64,
             cudss.MatrixType.SPD, cudss.MatrixViewType.FULL, cudss.IndexBase.ZERO)
-        self.b = cudss.matrix_create_dn(n, 1, n, b.data.ptr, r64, cudss.Layout.COL_MAJOR)
-        self.x = cudss.matrix_create_dn(n, 1, n, x.data.ptr, r64, cudss.Layout.COL_MAJOR)
-        self._finalizer = weakref.finalize(self, _destroy, cudss, self.handle, self.config,
-                                           self.data, (self.a, self.b, self.x))
+        self._matrices.append(self.a)
+        self.b = cudss.matrix_create_dn(n, 1, m, self.b_arr.data.ptr, r64,
+                                        cudss.Layout.COL_MAJOR)
+        self._matrices.append(self.b)
+        self.x = cudss.matrix_create_dn(n, 1, m, self.x_arr.data.ptr, r64,
+                                        cudss.Layout.COL_MAJOR)
+        self._matrices.append(self.x)
+        if first_row is not None:
+            for mat in (self.a, self.b, self.x):
+                cudss.matrix_set_distribution_row1d(mat, first_row, first_row + m - 1)
         self._execute(cudss.Phase.ANALYSIS)
-        backend.synchronize()
-        self.analysis_s = time.perf_counter() - t
+        self.backend.synchronize()
+        self.analysis_s = time.perf_counter() - self._t0
         self._execute(cudss.Phase.FACTORIZATION)
-        backend.synchronize()
-        self.setup_s = time.perf_counter() - t
+        self.backend.synchronize()
+        self.setup_s = time.perf_counter() - self._t0
         info = self._get(cudss.DataParam.INFO, np.int32)
         if info != 0:
             raise SolverDivergedError(f"pressure direct solve: cuDSS factorisation failed "
                                       f"(INFO = {info}: the matrix is not positive definite)")
         self.fill = self._get(cudss.DataParam.LU_NNZ, np.int64)
-        self.residual = check_factorisation(a, self._solve_host, rtol)
-        self.capturable = self._try_capture()
 
     def _execute(self, phase) -> None:
         self.cd.execute(self.handle, phase, self.config, self.data, self.a, self.x, self.b)
@@ -340,13 +367,31 @@ def threading_layer() -> str | None:
     named = os.environ.get("CUDSS_THREADING_LIB")
     if named:
         return None if named.lower() in ("off", "0", "none") else named
+    return beside_cudss("libcudss_mtlayer_gomp.so*")
+
+
+def comm_layer() -> str | None:
+    """cuDSS's NCCL communication layer, for one factorisation over several processes (MGMN
+    mode, :class:`dycore.parallel.distributed_direct.MgmnDirect`): the library
+    ``CUDSS_COMM_LIB`` names (``off``: none), else ``libcudss_commlayer_nccl.so*`` installed
+    beside cuDSS, else None. The layer NCCL-sends the factors' data between GPUs and sends its
+    host messages with Open MPI (it links ``libmpi.so.40``)."""
+    named = os.environ.get("CUDSS_COMM_LIB")
+    if named:
+        return None if named.lower() in ("off", "0", "none") else named
+    return beside_cudss("libcudss_commlayer_nccl.so*")
+
+
+def beside_cudss(pattern: str) -> str | None:
+    """The first file matching ``pattern`` in the ``lib`` folders where pip's cuDSS wheels put
+    the library (the ``nvidia`` package's ``cu13``, ``cu12`` or ``cudss``), or None."""
     try:
         import nvidia
     except ImportError:
         return None
     for root in getattr(nvidia, "__path__", []):
         for sub in ("cu13", "cu12", "cudss"):
-            found = sorted(glob.glob(os.path.join(root, sub, "lib", "libcudss_mtlayer_gomp.so*")))
+            found = sorted(glob.glob(os.path.join(root, sub, "lib", pattern)))
             if found:
                 return found[0]
     return None
@@ -357,7 +402,7 @@ def on_gpu(backend) -> bool:
     return getattr(backend, "name", "cpu") == "gpu" and not getattr(backend, "simulator", False)
 
 
-def _reproducible(backend) -> bool:
+def reproducible(backend) -> bool:
     """Whether the run asks for reproducible sums (deterministic assembly or strict mode)."""
     return (getattr(backend, "assembly", "atomic") == "deterministic"
             or bool(getattr(backend, "strict", False)))
@@ -378,7 +423,7 @@ def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
         return cfg.method, "configured"
     if not on_gpu(backend) or getattr(backend, "solver_mode", "host") != "device":
         return "cg", "direct is chosen on a GPU with device solvers only"
-    if _reproducible(backend):
+    if reproducible(backend):
         return "cg", ("strict mode or deterministic assembly keeps CG (cuDSS's reproducible "
                       "mode is slower than CG)")
     if n > AUTO_DIRECT_MAX_ROWS:
@@ -422,7 +467,7 @@ def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None, tree=None):
     """
     gpu = on_gpu(backend)
     s = (CudssDirect(backend, a, b, x, rtol, perm=perm, tree=tree,
-                     deterministic=_reproducible(backend))
+                     deterministic=reproducible(backend))
          if gpu else HostDirect(a, b, x, rtol))
     given = ("" if perm is None else
              " with the cached ordering" + ("" if tree is None else " and partition tree"))

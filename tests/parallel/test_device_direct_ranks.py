@@ -123,9 +123,10 @@ def test_broadcast_csr_over_one_rank_returns_the_matrix():
 def test_gpu_ranks_accept_direct_and_choose_it_as_the_serial_run_would(backend, systems,
                                                                        monkeypatch):
     """``_check`` accepts pressure ``direct`` whatever the preconditioner, refuses it for the
-    other systems; ``_replicated_pressure`` hands DeviceDistributedSystems the global matrix
-    and the owned ids for ``direct`` and for an ``auto`` that resolves to direct, nothing for
-    CG (``auto`` in strict mode here)."""
+    other systems; ``_direct_pressure`` hands DeviceDistributedSystems the global matrix
+    and the owned ids for ``direct`` and for an ``auto`` that resolves to direct (one rank: the
+    factorisation replicated, whatever ``factorisation`` says), nothing for CG (``auto`` in
+    strict mode here)."""
     from mpi4py import MPI
 
     import dycore.solvers.direct as direct
@@ -145,14 +146,15 @@ def test_gpu_ranks_accept_direct_and_choose_it_as_the_serial_run_would(backend, 
     sim.setup_cache = None
     sim.backend = types.SimpleNamespace(name="gpu", simulator=False, solver_mode="device",
                                         assembly="atomic", strict=True)
-    got = sim._replicated_pressure(types.SimpleNamespace(method="direct"), a)
+    def cfg(method):
+        return types.SimpleNamespace(method=method, factorisation="distributed")
+    got = sim._direct_pressure(cfg("direct"), a, None)
     assert got["pressure_global"] is a and np.array_equal(got["owned_global"][0], rp.owned)
     assert got["ordering"] is None                                 # no set-up cache
-    assert sim._replicated_pressure(types.SimpleNamespace(method="auto"), a) == {}  # strict
-    assert sim._replicated_pressure(types.SimpleNamespace(method="cg"), a) == {}
+    assert sim._direct_pressure(cfg("auto"), a, None) == {}       # strict
+    assert sim._direct_pressure(cfg("cg"), a, None) == {}
     monkeypatch.setattr(direct, "pressure_method", lambda cfg, b, n: ("direct", "test"))
-    assert sim._replicated_pressure(types.SimpleNamespace(method="auto"), a)[
-        "pressure_global"] is a
+    assert sim._direct_pressure(cfg("auto"), a, None)["pressure_global"] is a
 
 
 def test_the_ranks_factorise_with_rank_0s_cached_ordering(backend, systems, tmp_path,
