@@ -3,7 +3,8 @@
     python3 scripts/gpu_ranks_check.py CONFIG --ranks 2 [--steps 10] [--warmup 2] \
         [--reduction exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
         [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
-        [--mesh-one NX NY NZ] [--json out.json]
+        [--mesh-one NX NY NZ] [--weak NX NY NZ] [--factorisation distributed|replicated]
+        [--json out.json]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -20,7 +21,10 @@ NCCL: not measured), iteration counts, rank 0's stage timers, and the gathered f
 
 ``--mesh`` sets the cells of the K-rank run (default: the configuration's), ``--mesh-one`` those
 of the 1-rank run (default: ``--mesh``): a weak-scaling pair when they differ (e.g. 96 96 80 on
-2 ranks against 96 96 40 on one: the same tetrahedra per GPU).
+2 ranks against 96 96 40 on one: the same tetrahedra per GPU). ``--weak NX NY NZ`` adds a
+third run, one rank on that mesh, for the weak-scaling efficiency beside the strong scaling of
+the same K-rank run. ``--factorisation distributed|replicated`` chooses how a direct pressure
+solve runs on K ranks (``solvers.pressure.factorisation``).
 
 Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
 the median step time [ms], the halo kB per step, every rank's peak host memory (``ru_maxrss``,
@@ -66,8 +70,10 @@ def _config(args):
         pressure["preconditioner"] = args.pressure
         if args.pressure == "jacobi":
             pressure["max_iterations"] = 5000
-    if args.method:                   # cg, or direct: the factorisation replicated per rank
+    if args.method:                   # cg, or direct (one factorisation or one per rank)
         pressure["method"] = args.method
+    if args.factorisation:            # direct on K ranks: distributed or replicated
+        pressure["factorisation"] = args.factorisation
     if pressure:
         over["solvers"] = {"pressure": pressure}
     if args.mesh:
@@ -139,6 +145,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd += ["--pressure", args.pressure]
     if args.method:
         cmd += ["--method", args.method]
+    if args.factorisation:
+        cmd += ["--factorisation", args.factorisation]
     if mesh:
         cmd += ["--mesh", *map(str, mesh)]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="1",
@@ -180,6 +188,13 @@ def main(argv=None) -> int:
     p.add_argument("--pressure", choices=("jacobi", "amg"))
     p.add_argument("--method", choices=("auto", "cg", "direct"),
                    help="solvers.pressure.method (default: the config's)")
+    p.add_argument("--factorisation", choices=("auto", "distributed", "replicated"),
+                   help="solvers.pressure.factorisation of a direct solve on K ranks")
+    p.add_argument("--weak", type=int, nargs=3, metavar=("NX", "NY", "NZ"),
+                   help="cells of one more 1-rank run, for the weak-scaling efficiency "
+                        "beside the strong scaling of --mesh")
+    p.add_argument("--skip-one", action="store_true",
+                   help="no 1-rank run on --mesh-one (e.g. an A/B of K-rank settings)")
     p.add_argument("--mesh", type=int, nargs=3, metavar=("NX", "NY", "NZ"),
                    help="cells of the K-rank run (default: the config's)")
     p.add_argument("--mesh-one", type=int, nargs=3, metavar=("NX", "NY", "NZ"),
@@ -196,23 +211,28 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         one_mesh = args.mesh_one or args.mesh
         weak = args.ranks != 1 and one_mesh != args.mesh
-        for k in dict.fromkeys((args.ranks, 1)):
-            res, err = _launch(args, k, str(Path(tmp) / f"ranks{k}"),
-                               one_mesh if k == 1 else args.mesh)
+        # (label, ranks, mesh): K ranks, 1 rank, and with --weak one more 1-rank run ("1w")
+        plan = [(args.ranks, args.ranks, args.mesh)] + ([] if args.skip_one
+                                                        else [(1, 1, one_mesh)])
+        if args.weak and args.ranks != 1:
+            plan.append(("1w", 1, args.weak))
+        for label, k, mesh in {p[0]: p for p in plan}.values():
+            res, err = _launch(args, k, str(Path(tmp) / f"ranks{label}"), mesh)
             if res is None:
                 print(err, file=sys.stderr)
-                failed.append(k)
+                failed.append(label)
             else:
-                runs[k] = res
+                runs[label] = res
     out = {"config": args.config, "steps": args.steps, "warmup": args.warmup,
            "reduction": args.reduction, "deterministic": args.deterministic,
            "runs": {k: _summary(r) for k, r in runs.items()}, "failed": failed}
     bad = bool(failed)
-    if args.ranks in runs and 1 in runs and weak:
-        kr, one = out["runs"][args.ranks], out["runs"][1]
+    one_weak = "1w" if "1w" in runs else (1 if weak else None)
+    if args.ranks in runs and one_weak in runs:
+        kr, one = out["runs"][args.ranks], out["runs"][one_weak]
         out["weak_efficiency"] = round(one["step_ms_median"] / kr["step_ms_median"], 3)
         out["tets_per_rank"] = {args.ranks: round(kr["tets"] / args.ranks), 1: one["tets"]}
-    elif args.ranks in runs and 1 in runs and args.ranks != 1:
+    if args.ranks in runs and 1 in runs and args.ranks != 1 and not weak:
         a, b = runs[args.ranks]["fields"], runs[1]["fields"]
         diff = {f: float(np.max(np.abs(a[f] - b[f]))) for f in FIELDS}
         out["max_abs_diff_vs_1_rank"] = diff
@@ -227,7 +247,7 @@ def main(argv=None) -> int:
     print(text)
     if args.json:
         Path(args.json).write_text(text)
-    for k in sorted(runs or {}, reverse=True):
+    for k in sorted(runs or {}, key=str, reverse=True):
         print(f"\nstage timers of rank 0, {k} rank(s) (the timed steps; "
               "CUDA events on a GPU):")
         for name, t in runs[k]["timers_rank0"].items():
