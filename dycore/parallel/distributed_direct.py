@@ -277,6 +277,19 @@ class DistributedDirectPressure:
         yield
         self.halo.end(self.x)
 
+    def close(self) -> None:
+        """Free the factorisation (cuDSS's handle, on a GPU), then cuDSS's NCCL communicator;
+        later calls do nothing. :meth:`GpuRankSimulation.close
+        <dycore.parallel.gpu_simulation.GpuRankSimulation.close>` calls it, so that the
+        garbage collector's order cannot destroy the communicator under the handle."""
+        fin = getattr(self.direct, "_finalizer", None)
+        if fin is not None:
+            fin()
+        nccl = getattr(self, "_nccl", None)
+        if nccl is not None:
+            nccl.close()
+            self._nccl = None
+
     def solve(self, rhs):
         """Solve A x = rhs (every rank calls it). Returns (x (n_local,), 0 iterations)."""
         for _ in self.steps(rhs):

@@ -357,6 +357,9 @@ class GpuRankSimulation(DistributedSimulation):
             return
         from dycore.parallel.nccl import close_after_graphs
         self.backend.synchronize()
+        direct = getattr(self.systems, "direct", None)
+        if hasattr(direct, "close"):          # a factorisation over the ranks: its handle,
+            direct.close()                    # then its own NCCL communicator
         self.stepper = self.systems = self.local_ops = None
         self.backend._ops = None
         close_after_graphs(self.backend, self.transport, self.comm.Barrier)
