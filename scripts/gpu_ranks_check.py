@@ -23,7 +23,8 @@ NCCL: not measured), iteration counts, rank 0's stage timers, and the gathered f
 of the 1-rank run (default: ``--mesh``): a weak-scaling pair when they differ (e.g. 96 96 80 on
 2 ranks against 96 96 40 on one: the same tetrahedra per GPU). ``--weak NX NY NZ`` adds a
 third run, one rank on that mesh, for the weak-scaling efficiency beside the strong scaling of
-the same K-rank run. ``--factorisation distributed|replicated`` chooses how a direct pressure
+the same K-rank run; ``--steps 0`` measures the set-up alone (its time, every rank's peak host
+memory). ``--factorisation distributed|replicated`` chooses how a direct pressure
 solve runs on K ranks (``solvers.pressure.factorisation``).
 
 Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
@@ -166,7 +167,8 @@ def _summary(res: dict) -> dict:
             "setup_s": round(res["setup_s"], 2),
             "peak_host_mb_after_setup": [round(m, 1) for m in res["peak_host_mb_after_setup"]],
             "peak_host_mb": [round(m, 1) for m in res["peak_host_mb"]],
-            "step_ms_median": round(1e3 * float(np.median(res["step_s"])), 3),
+            "step_ms_median": (round(1e3 * float(np.median(res["step_s"])), 3)
+                               if res["step_s"] else None),
             "step_ms_all": [round(1e3 * s, 3) for s in res["step_s"]],
             "halo_kB_per_step": round(res["halo_bytes_per_step"] / 1e3, 1),
             "halo_host_ms_per_step_per_rank": (None if res["halo_host_s_per_step"] is None
@@ -228,11 +230,13 @@ def main(argv=None) -> int:
            "runs": {k: _summary(r) for k, r in runs.items()}, "failed": failed}
     bad = bool(failed)
     one_weak = "1w" if "1w" in runs else (1 if weak else None)
+    if args.steps == 0:                # --steps 0: the set-up alone (time, memory)
+        one_weak = None
     if args.ranks in runs and one_weak in runs:
         kr, one = out["runs"][args.ranks], out["runs"][one_weak]
         out["weak_efficiency"] = round(one["step_ms_median"] / kr["step_ms_median"], 3)
         out["tets_per_rank"] = {args.ranks: round(kr["tets"] / args.ranks), 1: one["tets"]}
-    if args.ranks in runs and 1 in runs and args.ranks != 1 and not weak:
+    if args.ranks in runs and 1 in runs and args.ranks != 1 and not weak and args.steps:
         a, b = runs[args.ranks]["fields"], runs[1]["fields"]
         diff = {f: float(np.max(np.abs(a[f] - b[f]))) for f in FIELDS}
         out["max_abs_diff_vs_1_rank"] = diff
