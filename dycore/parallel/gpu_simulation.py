@@ -188,6 +188,10 @@ class GpuRankSimulation(DistributedSimulation):
             # GIL switch interval each barrier costs ~10 ms (a step: 80 s, with 0.1 ms 20 s)
             sys.setswitchinterval(1e-4)
         self.device, shared = select_rank_device(comm)
+        #: the global pressure matrix is gathered on rank 0 only for a replicated factorisation
+        #: (:meth:`_direct_pressure`): at 30.7 M tets rank 1's pickled rows (≈ 3 GB) exceed
+        #: one MPI message
+        self.gather_pressure = False
         piece, pressure_global = self._receive(config, comm,
                                                CPUBackend(threads=config.backend.threads))
         bc = config.backend
@@ -273,6 +277,9 @@ class GpuRankSimulation(DistributedSimulation):
             return {"direct": DistributedDirectPressure(
                 self.backend, self.transport, rows, int(offsets[comm.rank]), self.rp.plan(2),
                 comm=comm, rtol=cfg.rtol)}
+        if pressure_global is None and self.setup_mode == "local":
+            from dycore.parallel.local_setup import gather_rows
+            pressure_global = gather_rows(comm, self.rp, piece["pressure_rows"], self.nnodes)
         return {"pressure_global": broadcast_csr(comm, pressure_global, root=0),
                 "owned_global": comm.allgather(self.rp.owned),
                 "ordering": shared_ordering(comm, self.setup_cache, on_gpu(self.backend))}

@@ -160,7 +160,8 @@ class DistributedSimulation:
         (:meth:`_send_parts`), each rank builds its piece from its part
         (:func:`~dycore.parallel.local_setup.local_piece`; ``detj_min`` the minimum over the
         ranks), rank 0 gathers the owned pressure rows into the global matrix
-        (:func:`~dycore.parallel.local_setup.gather_rows`)."""
+        (:func:`~dycore.parallel.local_setup.gather_rows`) — unless :attr:`gather_pressure` is
+        False (GPU ranks: only their replicated factorisation needs it, and gathers it then)."""
         from dycore.parallel.local_setup import gather_rows, local_piece
         self.mesh = self.part = self.setup_cache = None
         if comm.rank == 0:
@@ -180,6 +181,8 @@ class DistributedSimulation:
             raise errs[0]
         piece["detj_min"] = min(comm.allgather(piece["detj_min"]))
         self.rp, self.nnodes = piece["rp"], piece["nnodes"]
+        if not getattr(self, "gather_pressure", True):     # GPU ranks: gathered on demand
+            return piece, None
         pressure_global = gather_rows(comm, self.rp, piece["pressure_rows"], self.nnodes)
         return piece, pressure_global
 
