@@ -18,7 +18,12 @@ right-hand side, writes the owned solution in place into the local vector and fi
 
 Measured (``scripts/device/cudss_mgmn.py``, two H200s, one right-hand side): the 4.42 M-tet
 pressure matrix (762,129 rows) solves in 15.70 ms over two GPUs against 21.66 ms on one (1.38×);
-the paper mesh's (98,441 rows) in 3.33 against 3.04 ms — too small to gain.
+the paper mesh's (98,441 rows) in 3.22–3.33 against 3.04 ms. But the MGMN solve blocks the
+host until it has finished (the host's Python then issues the step's next stages to an idle
+GPU): the two-GPU step at 4.42 M tets took 107.1 ms against 102.2 ms replicated, so
+``factorisation: auto`` distributes only matrices too large to replicate
+(:data:`MGMN_MIN_ROWS`); the distributed factor's memory is split over the GPUs (each holds
+about 1/K of it).
 """
 from __future__ import annotations
 
@@ -28,17 +33,21 @@ import numpy as np
 import scipy.sparse as sp
 
 from dycore.errors import SolverDivergedError
-from dycore.solvers.direct import CudssDirect, comm_layer
+from dycore.solvers.direct import AUTO_DIRECT_MAX_ROWS, CudssDirect, comm_layer
 
 __all__ = ["distributed_numbering", "distributed_rows", "mgmn_support", "MgmnDirect",
            "DistributedDirectPressure", "MGMN_MIN_ROWS"]
 
 log = logging.getLogger("dycore")
 
-#: ``factorisation: auto`` distributes the factorisation from this many rows (two H200s, one
-#: solve: 98,441 rows 3.33 ms over two GPUs against 3.04 ms on one; 762,129 rows 15.70 against
-#: 21.66 ms)
-MGMN_MIN_ROWS = 500_000
+#: ``factorisation: auto`` distributes the factorisation from this many rows: beyond the rows
+#: the serial ``method: auto`` factorises on one GPU (the replicated factor would not fit a
+#: GPU). Below, replicated is faster per step: on two H200s at 762,129 rows the distributed
+#: solve took 16.7 against 22.1 ms, but the step 107.1 against 102.2 ms — cuDSS's MGMN solve
+#: returns to the host only when it has finished on the GPU (3.22 ms on the host for a
+#: 3.22-ms solve; the serial solve is issued in 0.085 ms), so the GPU runs dry while the host
+#: issues the next stages
+MGMN_MIN_ROWS = AUTO_DIRECT_MAX_ROWS + 1
 
 
 def distributed_numbering(owned_global, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -288,7 +288,8 @@ class GpuRankSimulation(DistributedSimulation):
         """``cfg.factorisation`` resolved on K ranks (collective): "replicated" on one rank;
         for ``auto`` "distributed" where every rank supports cuDSS's MGMN mode
         (:func:`~dycore.parallel.distributed_direct.mgmn_support`), the run does not ask for
-        reproducible sums and the matrix has at least :data:`MGMN_MIN_ROWS` rows.
+        reproducible sums and the matrix has at least :data:`~dycore.parallel.distributed_direct.
+        MGMN_MIN_ROWS` rows (more than one GPU's factor under ``method: auto``).
 
         Raises
         ------

@@ -13,7 +13,8 @@
 - the choice between the distributed and the replicated factorisation: one rank and
   ``replicated`` replicate; ranks without NCCL / the MGMN layer / Open MPI cannot join
   (``mgmn_support`` names why), so ``auto`` replicates and ``distributed`` is a ConfigError
-  naming the key, the rank and the reason; ``auto`` also replicates below MGMN_MIN_ROWS rows
+  naming the key, the rank and the reason; ``auto`` also replicates up to 1,000,000 rows
+  (MGMN_MIN_ROWS − 1: where one GPU holds the factor)
   and when the run asks for reproducible sums.
 
 cuDSS's MGMN mode itself needs GPUs: scripts/device/cudss_mgmn.py and gpu_ranks_check.py run
@@ -180,6 +181,7 @@ def test_the_factorisation_is_distributed_only_where_every_rank_can_join(backend
         choose(_chooser(backend, loop, MGMN_MIN_ROWS), c)
     # every rank able (a stand-in support): auto distributes from MGMN_MIN_ROWS rows, unless
     # the run asks for reproducible sums; explicit distributed whatever the size
+    assert MGMN_MIN_ROWS == 1_000_001
     import dycore.parallel.distributed_direct as dd
     monkeypatch.setattr(dd, "mgmn_support", lambda t: (True, "/lib/libcudss_commlayer_nccl.so.0"))
     auto = cfg.model_copy(update={"factorisation": "auto"})
