@@ -38,6 +38,7 @@ import scipy.sparse as sp
 
 from dycore.dtypes import INDEX
 from dycore.mesh.mesh import Mesh
+from dycore.parallel.mpi import large
 
 __all__ = ["setup_mesh", "local_piece", "gather_rows"]
 
@@ -139,7 +140,7 @@ def gather_rows(comm, rp, rows, nnodes: int, root: int = 0):
     ptr, cols, vals = rows
     mine = (rp.owned, np.diff(np.asarray(ptr, np.int64)), rp.l2g[np.asarray(cols, np.int64)],
             np.asarray(vals, np.float64))
-    got = comm.gather(mine, root=root)
+    got = large(comm).gather(mine, root=root)      # a rank's rows may exceed 2 GiB
     if comm.rank != root:
         return None
     counts = np.zeros(nnodes, np.int64)

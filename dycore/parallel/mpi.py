@@ -14,7 +14,7 @@ import time
 
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["abort_on_error", "world"]
+__all__ = ["abort_on_error", "large", "world"]
 
 
 def world():
@@ -35,6 +35,21 @@ def world():
     from dycore.parallel.launch import check_world
     check_world(MPI.COMM_WORLD.size)
     return MPI.COMM_WORLD
+
+
+def large(comm):
+    """``comm`` for pickled messages of any size: mpi4py's ``pkl5`` wrapper of the same
+    communicator (pickle protocol 5, the out-of-band buffers sent apart, each as large as it
+    needs). A plain pickled message must stay below 2 GiB: at 30.7 M tets on 2 ranks a rank's
+    pressure rows alone are ≈ 3 GB (MPI_ERR_ARG). Both ends of a message use it: the set-up's
+    pieces, its gathers and the restart's scatter.
+
+    comm : mpi4py intra-communicator. Returns an ``mpi4py.util.pkl5.Intracomm`` (``send``,
+    ``recv``, ``gather``, ``bcast``, ... as the communicator's lower-case methods); anything
+    else (a stand-in with those methods) comes back as it is."""
+    from mpi4py import MPI
+    from mpi4py.util import pkl5
+    return pkl5.Intracomm(comm) if isinstance(comm, MPI.Intracomm) else comm
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ from dycore.backend.timers import StageTimers
 from dycore.errors import ConfigError, DycoreError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import gather_to_root
+from dycore.parallel.mpi import large
 from dycore.parallel.partition import (
     metis_partition,
     owned_row_order,
@@ -140,7 +141,7 @@ class DistributedSimulation:
         if comm.rank == 0:
             serial, part, piece = self._scatter_setup(config, comm, backend)
         else:
-            piece = comm.recv(source=0, tag=_SETUP_TAG)
+            piece = large(comm).recv(source=0, tag=_SETUP_TAG)
         if isinstance(piece, DycoreError):           # raised on rank 0: the same on every rank
             raise piece
         #: rank 0's set-up cache (the serial build's: its key covers the mesh); None elsewhere
@@ -167,7 +168,7 @@ class DistributedSimulation:
         if comm.rank == 0:
             self.mesh, self.part, self.setup_cache, msg = self._send_parts(config, comm)
         else:
-            msg = comm.recv(source=0, tag=_SETUP_TAG)
+            msg = large(comm).recv(source=0, tag=_SETUP_TAG)
         if isinstance(msg, DycoreError):
             raise msg
         piece, err = None, None
@@ -217,13 +218,13 @@ class DistributedSimulation:
             cache = setup_cache_of(config, params, mesh, CPUBackend(threads=0), folder)
         except DycoreError as exc:
             for r in range(1, comm.size):
-                comm.send(exc, dest=r, tag=_SETUP_TAG)
+                large(comm).send(exc, dest=r, tag=_SETUP_TAG)
             return None, None, None, exc
 
         def message(rp):
             return {"rp": rp, "mesh": setup_mesh(mesh, rp), "nnodes": n, "pin": pin}
         for r in range(1, comm.size):
-            comm.send(message(parts[r]), dest=r, tag=_SETUP_TAG)
+            large(comm).send(message(parts[r]), dest=r, tag=_SETUP_TAG)
             parts[r] = None
         return mesh, part, cache, message(parts[0])
 
@@ -244,10 +245,10 @@ class DistributedSimulation:
                                   f"{exc}") from exc
         except DycoreError as exc:
             for r in range(1, comm.size):
-                comm.send(exc, dest=r, tag=_SETUP_TAG)
+                large(comm).send(exc, dest=r, tag=_SETUP_TAG)
             return None, None, exc
         for r in range(1, comm.size):
-            comm.send(rank_piece(serial, parts[r]), dest=r, tag=_SETUP_TAG)
+            large(comm).send(rank_piece(serial, parts[r]), dest=r, tag=_SETUP_TAG)
             parts[r] = None
         return serial, part, rank_piece(serial, parts[0])
 
@@ -314,11 +315,12 @@ class DistributedSimulation:
         if root:
             block = np.column_stack([np.asarray(fields[k], np.float64) for k in names])
             for r in range(1, comm.size):
-                comm.send(np.ascontiguousarray(block[l2gs[r]]), dest=r, tag=_SETUP_TAG + 1)
+                large(comm).send(np.ascontiguousarray(block[l2gs[r]]), dest=r,
+                                 tag=_SETUP_TAG + 1)
             local = block[self.rp.l2g]
             del block
         else:
-            local = comm.recv(source=0, tag=_SETUP_TAG + 1)
+            local = large(comm).recv(source=0, tag=_SETUP_TAG + 1)
         put = self._put
         put(self.state.u, np.ascontiguousarray(local[:, 0:3]))
         put(self.state.p, np.ascontiguousarray(local[:, 3]))
