@@ -42,7 +42,7 @@ from dycore.parallel.device_kernels import get_rank_kernels
 from dycore.solvers.direct import ORDERING_ENTRY, direct_solver, ordering_arrays
 
 __all__ = ["ReplicatedDirectPressure", "broadcast_csr", "gather_positions", "shared_ordering",
-           "keep_ordering"]
+           "keep_ordering", "owned_rhs"]
 
 log = logging.getLogger("dycore")
 
@@ -84,6 +84,23 @@ def broadcast_csr(comm, a=None, root: int = 0):
         return a
     indptr, indices, data = arrays
     return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+def owned_rhs(backend, rhs, n_owned: int, what: str):
+    """The owned entries ``rhs[:n_owned]`` of a direct solve's right-hand side, as a float64
+    array of ``backend``'s (a view where it already is one).
+
+    rhs : (n_local,) or (n_owned,) array; what : the solver's name for the error.
+
+    Raises
+    ------
+    ValueError "<what>: right-hand side of shape …" for an array that is not 1-D or has fewer
+    than n_owned entries.
+    """
+    if len(rhs.shape) != 1 or rhs.shape[0] < n_owned:
+        raise ValueError(f"{what}: right-hand side of shape {tuple(rhs.shape)}, expected "
+                         f"({n_owned},) or longer")
+    return backend.as_device(rhs, np.float64)[:n_owned]
 
 
 def gather_positions(owned_global, n: int) -> tuple[np.ndarray, int]:
@@ -247,11 +264,8 @@ class ReplicatedDirectPressure:
         ------
         ValueError for a right-hand side with fewer than n_owned entries or not 1-D.
         """
-        if len(rhs.shape) != 1 or rhs.shape[0] < self.n_owned:
-            raise ValueError(f"replicated direct solve: right-hand side of shape "
-                             f"{tuple(rhs.shape)}, expected ({self.n_owned},) or longer")
         b, o = self.b, self.n_owned
-        self.send[:o] = b.as_device(rhs, np.float64)[:o]
+        self.send[:o] = owned_rhs(b, rhs, o, "replicated direct solve")
         self.t.allgather(self.send, self.recv)
         yield
         # b_global[g] = recv[pos[g]]: the gathered blocks in global order

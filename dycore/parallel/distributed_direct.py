@@ -32,8 +32,8 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from dycore.errors import SolverDivergedError
-from dycore.solvers.direct import AUTO_DIRECT_MAX_ROWS, CudssDirect, comm_layer
+from dycore.parallel.device_direct import owned_rhs
+from dycore.solvers.direct import AUTO_DIRECT_MAX_ROWS, CudssDirect, comm_layer, residual_verdict
 
 __all__ = ["distributed_numbering", "distributed_rows", "mgmn_support", "MgmnDirect",
            "DistributedDirectPressure", "MGMN_MIN_ROWS"]
@@ -191,13 +191,9 @@ class MgmnDirect(CudssDirect):
         x = np.concatenate(comm.allgather(self.backend.to_host(self.x_arr)))
         r = b - rows @ x
         sums = comm.allreduce(np.array([r @ r, b @ b]))
-        res = float(np.sqrt(sums[0] / sums[1]))
-        if not res <= max(rtol, 1e-8):
-            raise SolverDivergedError(
-                f"pressure direct solve over {comm.size} GPU ranks: the factorisation's "
-                f"relative residual is {res:.3e} (> rtol {rtol:g}) — use "
-                f"solvers.pressure.factorisation: replicated, or method: cg")
-        return res
+        return residual_verdict(float(np.sqrt(sums[0] / sums[1])), rtol,
+                                f"pressure direct solve over {comm.size} GPU ranks",
+                                "use solvers.pressure.factorisation: replicated, or method: cg")
 
     def solve(self) -> None:
         """x ← this rank's rows of A⁻¹ b (collective: every rank calls it, in the same order
@@ -275,11 +271,7 @@ class DistributedDirectPressure:
         ------
         ValueError for a right-hand side with fewer than n_owned entries or not 1-D.
         """
-        if len(rhs.shape) != 1 or rhs.shape[0] < self.n_owned:
-            raise ValueError(f"distributed direct solve: right-hand side of shape "
-                             f"{tuple(rhs.shape)}, expected ({self.n_owned},) or longer")
-        o = self.n_owned
-        self.b_own[:o] = self.b.as_device(rhs, np.float64)[:o]
+        self.b_own[...] = owned_rhs(self.b, rhs, self.n_owned, "distributed direct solve")
         yield
         self.direct.solve()
         self.halo.begin(self.x)

@@ -34,7 +34,7 @@ from dycore.errors import ConfigError, SolverDivergedError
 
 __all__ = ["HostDirect", "CudssDirect", "direct_solver", "check_factorisation",
            "pressure_method", "on_gpu", "reproducible", "threading_layer", "comm_layer",
-           "beside_cudss", "ordering_arrays", "AUTO_DIRECT_MAX_ROWS", "ORDERING_ENTRY"]
+           "beside_cudss", "residual_verdict", "ordering_arrays", "AUTO_DIRECT_MAX_ROWS", "ORDERING_ENTRY"]
 
 #: the set-up cache entry (:mod:`dycore.io.setup_cache`) of a cuDSS factorisation's ordering
 #: and partition tree (:func:`ordering_arrays`); entries of the ordering alone, under the old
@@ -77,11 +77,18 @@ def check_factorisation(a, solve, rtol: float, label: str = "pressure") -> float
     b = np.random.default_rng(12345).standard_normal(a.shape[0])
     x = solve(b)
     res = float(np.linalg.norm(b - a @ x) / np.linalg.norm(b))
+    return residual_verdict(res, rtol, f"{label} direct solve",
+                            f"the matrix may be singular (is the pressure pinned?) — use "
+                            f"solvers.{label}.method: cg")
+
+
+def residual_verdict(res: float, rtol: float, what: str, advice: str) -> float:
+    """``res`` (a set-up check's relative residual) when it is at most ``max(rtol, 1e-8)``;
+    else SolverDivergedError "``what``: the factorisation's relative residual is … (> rtol …);
+    ``advice``" (also for a residual that is not finite)."""
     if not res <= max(rtol, 1e-8):
-        raise SolverDivergedError(
-            f"{label} direct solve: the factorisation's relative residual is {res:.3e} "
-            f"(> rtol {rtol:g}); the matrix may be singular (is the pressure pinned?) — use "
-            f"solvers.{label}.method: cg")
+        raise SolverDivergedError(f"{what}: the factorisation's relative residual is "
+                                  f"{res:.3e} (> rtol {rtol:g}); {advice}")
     return res
 
 

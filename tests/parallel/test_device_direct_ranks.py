@@ -48,6 +48,17 @@ def _pressure(s):
     return sp.csr_matrix((s["p_values"], s["p_indices"], s["p_indptr"]), shape=(n, n))
 
 
+def _local_rhs(b, rps):
+    """Each rank's local right-hand side of the global b: owned entries, NaN at the ghosts
+    (a direct solve must not read them)."""
+    rhs = []
+    for rp in rps:
+        local = b[rp.l2g].copy()
+        local[rp.n_owned:] = np.nan
+        rhs.append(local)
+    return rhs
+
+
 def _ranks(s, k):
     part = metis_partition(s["indptr"], s["indices"], k)
     return partition_mesh(s["tets"], s["nnodes"], s["indptr"], s["indices"], part)
@@ -89,12 +100,7 @@ def test_replicated_direct_solve_is_the_serial_superlu_solution(backend, systems
     for _ in range(2):
         b = rng.standard_normal(s["nnodes"])
         want = lu.solve(b)
-        rhs = []
-        for rp in rps:
-            local = b[rp.l2g].copy()
-            local[rp.n_owned:] = np.nan                 # ghosts of the rhs: never read
-            rhs.append(local)
-        out = solve_lockstep(solvers, rhs)
+        out = solve_lockstep(solvers, _local_rhs(b, rps))
         for rp, (x, its) in zip(rps, out):
             assert x.shape == (rp.n_local(2),) == rp.l2g.shape
             assert rp.n_local(2) > rp.n_owned                    # there are ghosts to check

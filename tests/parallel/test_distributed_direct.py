@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from test_device_direct_ranks import _local_rhs, _pressure, _ranks
 
 from dycore.backend.gpu import gpu_backend
 from dycore.config import load_config
@@ -36,22 +37,11 @@ from dycore.parallel.distributed_direct import (MGMN_MIN_ROWS, DistributedDirect
                                                 mgmn_support)
 from dycore.parallel.gpu_simulation import GpuRankSimulation
 from dycore.parallel.nccl import LoopbackWorld
-from dycore.parallel.partition import metis_partition, partition_mesh
 
 
 @pytest.fixture(scope="module")
 def backend():
     return gpu_backend(solver_mode="device")
-
-
-def _pressure(s):
-    n = s["nnodes"]
-    return sp.csr_matrix((s["p_values"], s["p_indices"], s["p_indptr"]), shape=(n, n))
-
-
-def _ranks(s, k):
-    part = metis_partition(s["indptr"], s["indices"], k)
-    return partition_mesh(s["tets"], s["nnodes"], s["indptr"], s["indices"], part)
 
 
 def _owned_rows(a, rp):
@@ -139,12 +129,7 @@ def test_distributed_solve_fills_owned_nodes_in_place_and_ghosts_by_exchange(bac
     rng = np.random.default_rng(8)
     for _ in range(2):
         b = rng.standard_normal(n)
-        rhs = []
-        for rp in rps:
-            local = b[rp.l2g].copy()
-            local[rp.n_owned:] = np.nan                 # ghosts of the rhs: never read
-            rhs.append(local)
-        out = solve_lockstep(solvers, rhs)
+        out = solve_lockstep(solvers, _local_rhs(b, rps))      # NaN ghosts: never read
         x_dist = stand_in.solved                        # the solution in distributed order
         x_global = x_dist[dist]
         assert np.linalg.norm(b - a @ x_global) <= 1e-9 * np.linalg.norm(b)
