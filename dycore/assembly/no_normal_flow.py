@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from dycore.errors import MeshError
 from dycore.fem._jit import element_function
 
 #: two no-normal-flow surfaces meeting at a node with |cos angle| below this are both imposed
@@ -141,7 +142,9 @@ def build_no_normal_flow(mesh, sparsity, tags, dirichlet_nodes,
 
     Raises
     ------
-    ValueError if a node's faces have normals that cancel (|Σ area·n̂| ≤ 1e-12 of their area).
+    MeshError naming the node, its coordinates and the tags if a node's faces have normals that
+    cancel (Σ area·n̂ = 0); ValueError for a rotated node of no element (a pattern without its
+    diagonal block).
     """
     sel = np.isin(mesh.face_tags, np.asarray([int(t) for t in tags]))
     faces = mesh.faces[sel].astype(np.int64)
@@ -154,7 +157,10 @@ def build_no_normal_flow(mesh, sparsity, tags, dirichlet_nodes,
     length = np.linalg.norm(summed[nodes], axis=1)
     if np.any(length <= 0.0):
         bad = int(nodes[np.argmin(length)])
-        raise ValueError(f"node {bad}: the normals of its no-normal-flow faces cancel")
+        raise MeshError(f"node {bad} (at {np.asarray(mesh.coords[bad]).tolist()} m): the "
+                        f"normals of its faces tagged {sorted(int(t) for t in tags)} "
+                        "(physics.no_normal_flow) cancel — a face listed twice with opposite "
+                        "orientations, or a sheet of faces seen from both sides")
     for tag, fn in (surface_normals or {}).items():
         other = np.zeros(n, bool)
         other[mesh.faces[sel & (mesh.face_tags != int(tag))].ravel()] = True

@@ -190,3 +190,19 @@ def test_localise_keeps_frames_and_rebuilds_blocks(setup):
     for f, i in enumerate(loc.nodes):
         assert np.array_equal(loc.frames[f], nnf.frames[back[int(l2g[i])]])
     assert np.array_equal(lsp.row_of[loc.diag_pos], loc.nodes)
+
+
+def test_faces_whose_normals_cancel_are_a_mesh_error_naming_node_and_tags():
+    """One tetrahedron whose face (0, 1, 2) is tagged twice, once each way round: the summed
+    normals of nodes 0, 1, 2 cancel, which is a MeshError naming the node, its coordinates and
+    the tags (not a traceback from deep inside)."""
+    from dycore.errors import MeshError
+    from dycore.mesh.mesh import Mesh
+    coords = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    tets = np.array([[0, 1, 2, 3]])
+    faces = np.array([[0, 1, 2], [0, 2, 1]])
+    mesh = Mesh(coords=coords, tets=tets, faces=faces, face_tags=np.array([7, 7]),
+                face_ele=np.array([0, 0]))
+    with pytest.raises(MeshError, match=r"node 0 \(at \[0\.0, 0\.0, 0\.0\] m\).*\[7\].*"
+                                        r"no_normal_flow\) cancel"):
+        nnf_mod.build_no_normal_flow(mesh, build_sparsity(tets, 4), [7], np.zeros(0, np.int64))
