@@ -220,6 +220,10 @@ def _cudss(report: Report) -> None:
                     if (d.metadata["Name"] or "").lower().startswith("nvidia-cudss"))
     report.add("cudss", "wheel", ", ".join(f"{n} {_version(n)}" for n in wheels)
                or "not installed")
+    from dycore.solvers.direct import comm_layer
+    layer = report.facts["cudss_comm_layer"] = comm_layer()
+    report.add("cudss", "NCCL communication layer", layer or "not installed (GPU ranks "
+               "replicate the factorisation)")
     if not report.facts.get("cupy"):
         report.add("cudss", "library", "(no CuPy)")
         return
@@ -272,6 +276,13 @@ def _mpi(report: Report) -> None:
                      lines[0] if lines else "no output")
         report.add("mpi", "mpiexec", f"{mpiexec} ({named})")
     a, b = _mpi_family(library or ""), _mpi_family(launcher or "")
+    layer = facts.get("cudss_comm_layer")
+    why = ("no cuDSS NCCL communication layer" if not layer else
+           f"mpi4py runs {a or 'no known MPI'}, cuDSS's layer needs Open MPI"
+           if a != "open mpi" else "")
+    report.add("mpi", "factorisation over GPU ranks",
+               "distributed possible (cuDSS NCCL layer, Open MPI)" if not why else
+               f"replicated only: {why} (solvers.pressure.factorisation; docs/parallel.md)")
     if library and launcher:
         agree = a is not None and a == b
         facts["mpi_agree"] = agree

@@ -47,6 +47,10 @@ def test_cpu_machine_report_and_exit_status(capsys):
     assert _row(out, "numba cache").endswith("(writable)")
     assert Path(_row(out, "numba cache").split(" (")[0]).is_dir()
     assert _row(out, "mpi4py and mpiexec") == "agree (mpich)"     # the mpich wheel's pair
+    # no cuDSS here: its NCCL layer is missing, and mpi4py runs MPICH besides
+    assert _row(out, "NCCL communication layer").startswith("not installed")
+    assert _row(out, "factorisation over GPU ranks").startswith(
+        "replicated only: no cuDSS NCCL communication layer")
     assert "probe " not in out                                     # no probe failed here
 
 
@@ -79,6 +83,24 @@ def test_mpi4py_and_mpiexec_of_different_implementations(capsys, monkeypatch):
     assert _row(out, "mpi4py and mpiexec").startswith(
         "differ (mpi4py: mpich, mpiexec: open mpi): an mpiexec run would start independent "
         "single-rank jobs")
+
+
+def test_the_factorisation_over_gpu_ranks_needs_the_layer_and_open_mpi(capsys, monkeypatch):
+    """With cuDSS's NCCL layer installed the row names the MPI mpi4py runs (MPICH here, which
+    the layer cannot use); with Open MPI as well, the distributed factorisation is possible."""
+    import dycore.solvers.direct as direct
+    layer = "/site/nvidia/cu13/lib/libcudss_commlayer_nccl.so.0"
+    monkeypatch.setattr(direct, "comm_layer", lambda: layer)
+    _, out, _ = _doctor(capsys)
+    assert _row(out, "NCCL communication layer") == layer
+    assert _row(out, "factorisation over GPU ranks").startswith(
+        "replicated only: mpi4py runs mpich, cuDSS's layer needs Open MPI")
+    family = doctor._mpi_family
+    monkeypatch.setattr(doctor, "_mpi_family",
+                        lambda text: "open mpi" if "MPICH" in text else family(text))
+    _, out, _ = _doctor(capsys)
+    assert _row(out, "factorisation over GPU ranks") == ("distributed possible (cuDSS NCCL "
+                                                          "layer, Open MPI)")
 
 
 def test_unwritable_kernel_cache(capsys, monkeypatch):
