@@ -288,8 +288,8 @@ class LinearSolverConfig(_Section):
     factorisation: Literal["auto", "distributed", "replicated"] = _field(
         "auto", unit="-", description="the direct pressure solve on several GPU ranks: "
         "distributed (one factorisation over all ranks' GPUs: cuDSS's multi-GPU mode, which "
-        "needs its NCCL communication layer and Open MPI; each GPU holds about 1/K of the "
-        "factors, but its solve blocks the host), replicated (every GPU factorises the whole "
+        "needs its NCCL communication layer and Open MPI; the factors are spread over the "
+        "GPUs, but its solve blocks the host), replicated (every GPU factorises the whole "
         "matrix: faster per step where it fits), or auto: distributed where every rank "
         "supports it, the run is not strict or deterministic and the matrix has more than "
         "1,000,000 rows, replicated otherwise (pressure only; docs/parallel.md)")
