@@ -42,7 +42,7 @@ from dycore.parallel.device_kernels import get_rank_kernels
 from dycore.solvers.direct import ORDERING_ENTRY, direct_solver, ordering_arrays
 
 __all__ = ["ReplicatedDirectPressure", "broadcast_csr", "gather_positions", "shared_ordering",
-           "keep_ordering", "owned_rhs"]
+           "keep_ordering", "owned_rhs", "distributed_numbering"]
 
 log = logging.getLogger("dycore")
 
@@ -103,6 +103,40 @@ def owned_rhs(backend, rhs, n_owned: int, what: str):
     return backend.as_device(rhs, np.float64)[:n_owned]
 
 
+def distributed_numbering(owned_global, n: int, what: str = "distributed direct solve"
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Global node → row of the rank-by-rank numbering, and each rank's first row.
+
+    Parameters
+    ----------
+    owned_global : sequence of K int arrays — rank r's owned nodes' global ids in its local
+        order (``rp.owned`` of every rank)
+    n : int — the global node count; what : the solver's name for the errors
+
+    Returns
+    -------
+    (dist, offsets) : dist (n,) int64 with ``dist[owned_global[r][i]] = offsets[r] + i``;
+    offsets (K + 1,) int64, the running sum of the owned counts (offsets[K] = n)
+
+    Raises
+    ------
+    ValueError when the owned sets are not a partition of 0..n−1.
+    """
+    owned = [np.asarray(o, np.int64).ravel() for o in owned_global]
+    offsets = np.zeros(len(owned) + 1, np.int64)
+    np.cumsum([o.size for o in owned], out=offsets[1:])
+    dist = np.full(n, -1, np.int64)
+    for r, o in enumerate(owned):
+        if o.size and (o.min() < 0 or o.max() >= n):
+            raise ValueError(f"{what}: rank {r} owns global ids outside 0..{n - 1}")
+        dist[o] = offsets[r] + np.arange(o.size)
+    if offsets[-1] != n or np.any(dist < 0):
+        raise ValueError(f"{what}: the ranks own {int(offsets[-1])} nodes covering "
+                         f"{int(np.count_nonzero(dist >= 0))} of the {n} global ones (each "
+                         "node must be owned by exactly one rank)")
+    return dist, offsets
+
+
 def gather_positions(owned_global, n: int) -> tuple[np.ndarray, int]:
     """Where each global node's value lands in the all-gathered buffer.
 
@@ -123,21 +157,11 @@ def gather_positions(owned_global, n: int) -> tuple[np.ndarray, int]:
     ValueError when the owned sets are not a partition of 0..n−1 (a node owned twice, by no
     rank, or out of range).
     """
-    owned = [np.asarray(o, np.int64).ravel() for o in owned_global]
-    m = max((o.size for o in owned), default=0)
-    pos = np.full(n, -1, np.int64)
-    total = 0
-    for r, o in enumerate(owned):
-        if o.size and (o.min() < 0 or o.max() >= n):
-            raise ValueError(f"replicated direct solve: rank {r} owns global ids outside "
-                             f"0..{n - 1}")
-        pos[o] = r * m + np.arange(o.size)
-        total += o.size
-    if total != n or np.any(pos < 0):
-        raise ValueError(f"replicated direct solve: the ranks own {total} nodes covering "
-                         f"{int(np.count_nonzero(pos >= 0))} of the {n} global ones (each node "
-                         "must be owned by exactly one rank)")
-    return pos, int(m)
+    dist, offsets = distributed_numbering(owned_global, n, "replicated direct solve")
+    counts = np.diff(offsets)
+    m = int(counts.max(initial=0))
+    rank = np.repeat(np.arange(counts.size, dtype=np.int64), counts)[dist]
+    return rank * m + (dist - offsets[rank]), m
 
 
 def shared_ordering(comm, setup_cache, gpu: bool) -> dict | None:

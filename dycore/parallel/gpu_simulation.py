@@ -164,6 +164,11 @@ class GpuRankSimulation(DistributedSimulation):
     :class:`DistributedSimulation`'s set-up.
     """
 
+    #: the global pressure matrix is gathered on rank 0 only for a replicated factorisation
+    #: (:meth:`_direct_pressure`): at 30.7 M tets a rank's pickled rows (≈ 3 GB) exceeded one
+    #: MPI message
+    gather_pressure = False
+
     def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
                  reducer_options: dict | None = None, block: int | None = None,
                  element_block: int | None = None, setup: str = "local"):
@@ -188,10 +193,6 @@ class GpuRankSimulation(DistributedSimulation):
             # GIL switch interval each barrier costs ~10 ms (a step: 80 s, with 0.1 ms 20 s)
             sys.setswitchinterval(1e-4)
         self.device, shared = select_rank_device(comm)
-        #: the global pressure matrix is gathered on rank 0 only for a replicated factorisation
-        #: (:meth:`_direct_pressure`): at 30.7 M tets rank 1's pickled rows (≈ 3 GB) exceed
-        #: one MPI message
-        self.gather_pressure = False
         piece, pressure_global = self._receive(config, comm,
                                                CPUBackend(threads=config.backend.threads))
         bc = config.backend

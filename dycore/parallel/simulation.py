@@ -94,6 +94,10 @@ class DistributedSimulation:
     build on rank 0 (sent to and raised on every rank).
     """
 
+    #: whether the local set-up gathers the global pinned pressure matrix on rank 0 (the
+    #: global AMG hierarchy of CPU ranks needs it)
+    gather_pressure = True
+
     def __init__(self, config, comm, reduction: str = "exact", local_amg: bool = False,
                  setup: str = "local"):
         from dycore.backend.cpu import CPUBackend
@@ -182,7 +186,7 @@ class DistributedSimulation:
             raise errs[0]
         piece["detj_min"] = min(comm.allgather(piece["detj_min"]))
         self.rp, self.nnodes = piece["rp"], piece["nnodes"]
-        if not getattr(self, "gather_pressure", True):     # GPU ranks: gathered on demand
+        if not self.gather_pressure:                       # GPU ranks: gathered on demand
             return piece, None
         pressure_global = gather_rows(comm, self.rp, piece["pressure_rows"], self.nnodes)
         return piece, pressure_global

@@ -34,7 +34,8 @@ from dycore.errors import ConfigError, SolverDivergedError
 
 __all__ = ["HostDirect", "CudssDirect", "direct_solver", "check_factorisation",
            "pressure_method", "on_gpu", "reproducible", "threading_layer", "comm_layer",
-           "beside_cudss", "residual_verdict", "ordering_arrays", "AUTO_DIRECT_MAX_ROWS", "ORDERING_ENTRY"]
+           "beside_cudss", "residual_verdict", "ordering_arrays", "AUTO_DIRECT_MAX_ROWS",
+           "ORDERING_ENTRY"]
 
 #: the set-up cache entry (:mod:`dycore.io.setup_cache`) of a cuDSS factorisation's ordering
 #: and partition tree (:func:`ordering_arrays`); entries of the ordering alone, under the old
@@ -269,6 +270,11 @@ class CudssDirect:
             raise SolverDivergedError(f"pressure direct solve: cuDSS factorisation failed "
                                       f"(INFO = {info}: the matrix is not positive definite)")
         self.fill = self._get(cudss.DataParam.LU_NNZ, np.int64)
+
+    def close(self) -> None:
+        """Free the cuDSS matrices, data, configuration and handle now (not at garbage
+        collection); later calls do nothing."""
+        self._finalizer()
 
     def _execute(self, phase) -> None:
         self.cd.execute(self.handle, phase, self.config, self.data, self.a, self.x, self.b)
