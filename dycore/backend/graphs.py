@@ -113,6 +113,11 @@ class IterationGraphs:
         #: its own graph, so that the stage timers split a step by stage; a profiling switch)
         self.enabled = True
 
+    @property
+    def captured(self) -> int:
+        """How many Picard iterations are held as captured graphs now."""
+        return len(self._graphs)
+
     def clear(self) -> None:
         """Forget every captured iteration (the solves' budgets changed: capture afresh)."""
         self._graphs.clear()

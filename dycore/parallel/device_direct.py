@@ -39,7 +39,8 @@ import scipy.sparse as sp
 
 from dycore.backend.gpu_kernels import grid
 from dycore.parallel.device_kernels import get_rank_kernels
-from dycore.solvers.direct import ORDERING_ENTRY, direct_solver, ordering_arrays
+from dycore.solvers.direct import (ORDERING_ENTRY, direct_solver, ordering_arrays,
+                                   solve_in_step)
 
 __all__ = ["ReplicatedDirectPressure", "broadcast_csr", "gather_positions", "shared_ordering",
            "keep_ordering", "owned_rhs", "distributed_numbering"]
@@ -295,7 +296,7 @@ class ReplicatedDirectPressure:
         # b_global[g] = recv[pos[g]]: the gathered blocks in global order
         b.launch(self.k, grid(self.n, self.threads), b.nb(self.recv), b.nb(self.pos), 1,
                  b.nb(self.b_global))
-        self.direct.solve()
+        solve_in_step(self.b, self.direct)
         # x[i] = x_global[l2g[i]] for owned nodes and ghosts: no halo exchange
         b.launch(self.k, grid(self.n_local, self.threads), b.nb(self.x_global),
                  b.nb(self.l2g), 1, b.nb(self.x))

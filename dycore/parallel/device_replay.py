@@ -67,6 +67,32 @@ class ReplayedSolve:
             self._more = Replayable(self, lambda: self._iterations(chunk))
         self.budget = budget
 
+    def issue_inline(self, stats, slot: int) -> None:
+        """Issue the start and the learnt budget of iterations into an enclosing capture (the
+        Picard iteration's graph per rank, :class:`~dycore.backend.graphs.IterationGraphs`):
+        no host read; one kernel adds the iteration count to ``stats[slot]`` and 1 to
+        ``stats[slot + 1]`` unless the solve converged (the serial device solvers'
+        ``accumulate``), so the step verifies every such solve with one read at its end.
+
+        stats : float64 backend array (the systems' statistics); slot : int
+
+        Raises
+        ------
+        RuntimeError when no budget has been learnt (:attr:`inline_ready` False).
+        """
+        if not self.inline_ready:
+            raise RuntimeError(f"{getattr(self, 'name', 'GPU-rank')} solve issued inline "
+                               "before it learnt an iteration budget")
+        drain(self._budgeted(self.budget))
+        self.b.launch(self.la.k.accumulate, (1, 1), self.b.nb(self.ctl), self.b.nb(stats),
+                      int(slot))
+
+    @property
+    def inline_ready(self) -> bool:
+        """Whether the solve can be issued inline: graphs on, a capturable transport and a
+        learnt budget."""
+        return bool(self.graphs and self.capture and self._first is not None)
+
     def _solve_steps(self):
         """A whole solve (generator): replayed when a budget is known, else checked; then the
         budget learnt (again, when the count exceeded it). Sets :attr:`replayed` and

@@ -32,6 +32,9 @@ __all__ = ["DeviceDistributedSystems", "DeviceRankVectorOps"]
 
 log = logging.getLogger("dycore")
 
+#: the systems in the order of their statistics slots (iterations, shortfalls)
+SLOTS = ("pressure", "momentum", "tracer")
+
 
 def _key(a):
     return (a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr,
@@ -95,8 +98,15 @@ class DeviceDistributedSystems:
     """Tracer (CSR), momentum (BCSR 3×3) and pressure solves over GPU ranks.
 
     Same interface as :class:`~dycore.parallel.systems.DistributedSystems` (``tracer``,
-    ``momentum``, ``pressure``, ``begin_step``, ``end_step``, ``graph_ready`` False: the step
-    is issued from Python; each solver replays its own graphs where the transport allows).
+    ``momentum``, ``pressure``, ``begin_step``, ``end_step``) and the serial device systems'
+    ``graph_ready`` / ``inline``: until every iterative solve has learnt its iteration budget
+    and a step has been verified, the step is issued from Python and each solver replays its
+    own graphs; then (graphs on, a capturable transport: NCCL) the stepper captures each
+    Picard iteration as ONE graph per rank (:class:`~dycore.backend.graphs.IterationGraphs`)
+    — assembly, halo exchanges, all-reduces and the solves' budgeted iterations inside, the
+    cuDSS solve of a direct pressure as a host call between two graph segments
+    (``backend.uncaptured``) — and every inline solve is verified by one read at the end of
+    the step (a shortfall repeats the step with every solve checked, as serially).
     Inputs are LOCAL device arrays: matrix values as the local assembly wrote them, right-hand
     sides over local nodes (owned entries valid).
 
@@ -137,8 +147,6 @@ class DeviceDistributedSystems:
     ConfigError for ``direct`` on a GPU without cuDSS; ValueError for ``method: direct``
     without ``pressure_global``.
     """
-
-    graph_ready = False
 
     def __init__(self, backend, transport, rp, row1, perm, pressure_rows, cfg,
                  reduction: str = "exact", reducer_options: dict | None = None,
@@ -192,7 +200,24 @@ class DeviceDistributedSystems:
                     "p": backend.zeros(self.n_local)}
         self.fill = {1: DeviceHaloExchange(backend, transport, plan2, 1),
                      3: DeviceHaloExchange(backend, transport, plan2, 3)}
-        self._its = dict.fromkeys(("pressure", "momentum", "tracer"), 0)
+        self._its = dict.fromkeys(SLOTS, 0)
+        #: iterations and shortfalls of the solves issued inline (two slots per system)
+        self.stats = backend.zeros(2 * len(SLOTS))
+        #: launch the solves' kernels into the caller's capture (set by IterationGraphs)
+        self.inline = False
+        #: verify every solve on the host (until a step's solves all converged)
+        self.check = True
+        self._inline_solves = 0
+
+    @property
+    def graph_ready(self) -> bool:
+        """Whether a whole Picard iteration may be captured on this rank: graphs on, a
+        capturable transport, a verified step behind, and every iterative solve's budget
+        learnt (the same answer on every rank: the budgets and verdicts are global)."""
+        solvers = list(self.solvers.values()) + ([self.pcg] if self.pcg is not None else [])
+        return (bool(getattr(self.b, "graphs", False)) and not self.check
+                and bool(getattr(self.t, "capturable", False))
+                and all(s.inline_ready for s in solvers))
 
     @staticmethod
     def _check(name, c):
@@ -210,12 +235,39 @@ class DeviceDistributedSystems:
                               f"available on GPU ranks (use one of {', '.join(ok_pc)})")
 
     def begin_step(self) -> None:
-        """Zero the iteration counts of the step."""
+        """Zero the iteration counts of the step (and the inline solves' statistics: a
+        kernel)."""
         self._its = dict.fromkeys(self._its, 0)
+        self._inline_solves = 0
+        self.b.fill(self.stats)
 
     def end_step(self):
-        """(dict system -> iterations over the step, True): the solves raise when they fail."""
-        return dict(self._its), True
+        """(dict system -> iterations over the step, whether every solve converged).
+
+        Solves issued from Python raise when they fail; those issued inline (in a captured
+        iteration) are verified here with one device→host copy of the statistics. After a
+        step whose solves all converged the next steps may capture their iterations; after
+        one that fell short, every solve is checked again."""
+        its, ok = dict(self._its), True
+        if self._inline_solves or self.graph_ready:   # (replayed iterations' solves too)
+            host = np.asarray(self.b.to_host(self.stats))
+            for i, name in enumerate(SLOTS):
+                its[name] += int(host[2 * i])
+            ok = not host[1::2].any()
+        self.check = not ok
+        return its, ok
+
+    def _issue(self, name, solver, rhs_owned):
+        """The solve of ``name`` with its right-hand side already in ``solver.rhs``: inline
+        (budgeted iterations into the caller's capture, verified by :meth:`end_step`) or
+        issued now and checked."""
+        if self.inline:
+            solver.issue_inline(self.stats, 2 * SLOTS.index(name))
+            self._inline_solves += 1
+            return solver.x
+        x, its = solver.solve(rhs_owned)
+        self._its[name] += its
+        return x
 
     def _local(self, x_owned, key, block):
         """x_owned (n_owned·block,) -> the local output vector, every ghost filled."""
@@ -227,9 +279,10 @@ class DeviceDistributedSystems:
     def _bicgstab(self, name, values, rhs, block):
         s = self.solvers[name]
         s.load(values, self.perm)
-        x, its = s.solve(rhs.reshape(-1)[:self.n_owned * block])
-        self._its[name] += its
-        return self._local(x, block, block)
+        owned = rhs.reshape(-1)[:self.n_owned * block]
+        if self.inline:
+            s.rhs[...] = owned
+        return self._local(self._issue(name, s, owned), block, block)
 
     def tracer(self, values, rhs, x0=None):
         """Solve the tracer system; values (local nnz,), rhs (n_local,) -> x (n_local,) (the
@@ -246,6 +299,7 @@ class DeviceDistributedSystems:
         exchange; CG's owned solution has its ghosts filled by one."""
         if self.direct is not None:
             return self.direct.solve(rhs)[0]
-        x, its = self.pcg.solve(rhs[:self.n_owned])
-        self._its["pressure"] += its
-        return self._local(x, "p", 1)
+        owned = rhs[:self.n_owned]
+        if self.inline:
+            self.pcg.rhs[...] = owned
+        return self._local(self._issue("pressure", self.pcg, owned), "p", 1)

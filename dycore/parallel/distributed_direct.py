@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dycore.parallel.device_direct import distributed_numbering, owned_rhs
-from dycore.solvers.direct import (AUTO_DIRECT_MAX_ROWS, CudssDirect, comm_layer,
+from dycore.solvers.direct import (AUTO_DIRECT_MAX_ROWS, CudssDirect, comm_layer, solve_in_step,
                                    reproducible, residual_verdict)
 
 __all__ = ["distributed_numbering", "distributed_rows", "mgmn_support", "MgmnDirect",
@@ -240,7 +240,7 @@ class DistributedDirectPressure:
         """
         self.b_own[...] = owned_rhs(self.b, rhs, self.n_owned, "distributed direct solve")
         yield
-        self.direct.solve()
+        solve_in_step(self.b, self.direct)
         self.halo.begin(self.x)
         yield
         self.halo.end(self.x)

@@ -20,9 +20,12 @@ Each rank then moves its piece to its GPU and runs
   where CuPy has NCCL, else :class:`~dycore.parallel.nccl.MpiStagedTransport` (host-staged
   mpi4py; always under the simulator).
 
-The step is issued from Python (``systems.graph_ready`` False: no whole-iteration graph); each
-solve replays its own graphs over NCCL (:mod:`dycore.parallel.device_replay`). Snapshots are gathered as on CPU ranks, after a
-device→host copy of each rank's owned rows.
+The first steps are issued from Python, each solve replaying its own graphs over NCCL
+(:mod:`dycore.parallel.device_replay`); once every solve has learnt its iteration budget and a
+step has been verified, each Picard iteration is captured as one CUDA graph per rank and
+replayed (``systems.graph_ready``; :class:`~dycore.parallel.device_systems.
+DeviceDistributedSystems`), as the serial device path does. Snapshots are gathered as on CPU
+ranks, after a device→host copy of each rank's owned rows.
 
 With the exact reduction, ``assembly: deterministic``, ``strict: true`` and the pressure
 preconditioner ``jacobi``, a step gives the same bits on any number of GPU ranks (the pressure
@@ -135,7 +138,7 @@ def make_transport(comm, backend, kind: str = "auto", shared: bool = False):
                           shared)
     if kind == "nccl":
         return NcclTransport.from_mpi(comm, backend.stream)
-    return MpiStagedTransport(comm)
+    return MpiStagedTransport(comm, reissue=backend.simulator)
 
 
 class GpuRankSimulation(DistributedSimulation):

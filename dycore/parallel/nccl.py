@@ -223,9 +223,14 @@ class MpiStagedTransport:
     host ``Allreduce`` (``MPI.SUM`` of float64 / int64 — integer sums are exact, so the exact
     reducer's parts are the same integers as over NCCL — or ``MPI.MAX``), ``allgather`` a host
     ``Allgather``. Each operation
-    synchronises the host with the device, so nothing can be captured into a CUDA graph
-    (:attr:`capturable` False). Used by the simulator tests (``mpiexec -n 2`` under
+    synchronises the host with the device, so on a GPU nothing can be captured into a CUDA
+    graph (:attr:`capturable` False). Used by the simulator tests (``mpiexec -n 2`` under
     ``NUMBA_ENABLE_CUDASIM=1``) and where NCCL is missing.
+
+    reissue : True under numba-cuda's simulator, where a "graph" is its kernels re-issued from
+        Python in the captured order: each staged operation completes within its own call, so
+        a rank's work can be re-issued as a unit (:attr:`capturable` True) and the simulator
+        runs the GPU path's captured Picard iterations; False on a GPU
 
     Attributes
     ----------
@@ -234,10 +239,9 @@ class MpiStagedTransport:
         its all-reduces; allgather_bytes : int — what it contributed to all-gathers
     """
 
-    capturable = False
-
-    def __init__(self, comm):
+    def __init__(self, comm, reissue: bool = False):
         self.comm = comm
+        self.capturable = bool(reissue)
         self.rank, self.size = int(comm.rank), int(comm.size)
         self.bytes_sent = self.allreduce_bytes = self.allgather_bytes = self.posts = 0
         self.seconds = 0.0

@@ -28,7 +28,7 @@ from dycore.errors import ConfigError
 from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy
 from dycore.solvers.direct import (ORDERING_ENTRY, direct_solver, on_gpu, ordering_arrays,
-                                   pressure_method)
+                                   pressure_method, solve_in_step)
 from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,
                                    LeanBlocks)
 
@@ -255,10 +255,7 @@ class DeviceSystems:
         set-up (``method: direct``; 0 iterations counted); rhs (n,) -> δp (n,)."""
         if self.direct is not None:
             self.la.launch(self.la.k.copy, self.n, self._view(rhs), self.bv)
-            if self.direct.capturable:
-                self.direct.solve()
-            else:
-                self.b.uncaptured(self.direct.solve)
+            solve_in_step(self.b, self.direct)
             return self.x_arr
         self.la.launch(self.la.k.copy, self.n, self._view(rhs), self.pcg.bv)
         x, _ = self.pcg.solve(self.check, self.inline)

@@ -34,7 +34,8 @@ from dycore.errors import ConfigError, SolverDivergedError
 
 __all__ = ["HostDirect", "CudssDirect", "direct_solver", "check_factorisation",
            "pressure_method", "on_gpu", "reproducible", "threading_layer", "comm_layer",
-           "beside_cudss", "residual_verdict", "ordering_arrays", "AUTO_DIRECT_MAX_ROWS",
+           "beside_cudss", "residual_verdict", "ordering_arrays", "solve_in_step",
+           "AUTO_DIRECT_MAX_ROWS",
            "ORDERING_ENTRY"]
 
 #: the set-up cache entry (:mod:`dycore.io.setup_cache`) of a cuDSS factorisation's ordering
@@ -459,6 +460,20 @@ def ordering_arrays(s) -> dict:
     if tree is not None:
         out["tree"] = tree
     return out
+
+
+def solve_in_step(backend, direct) -> None:
+    """Run ``direct.solve()`` as a step's pressure solve: at once, or — while a Picard
+    iteration is being captured and the solve cannot be (cuDSS's fast mode, the MGMN mode,
+    a host factorisation) — at this point of every replay of that graph, which is split
+    around it (:meth:`~dycore.backend.gpu.GPUBackend.uncaptured`).
+
+    backend : GPUBackend (its ``uncaptured``); direct : HostDirect, CudssDirect or MgmnDirect
+    """
+    if getattr(direct, "capturable", False):
+        direct.solve()
+    else:
+        backend.uncaptured(direct.solve)
 
 
 def direct_solver(backend, a, b, x, rtol: float = 1e-10, perm=None, tree=None):

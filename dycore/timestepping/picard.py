@@ -243,8 +243,8 @@ class PicardStepper:
     def _issue(self, name, arrays, issue) -> None:
         """Run ``issue()`` (kernels between the fixed ``arrays``): replayed from a graph
         captured once per set of arrays when the Picard iterations are (``graphs.enabled``
-        and ``systems.graph_ready``: device solvers, every solve verified; never on ranks,
-        whose reductions talk to the host), else launched now."""
+        and ``systems.graph_ready``: device solvers, every solve verified — on GPU ranks
+        also a capturable transport), else launched now."""
         if not (self.graphs.enabled and self.sys.graph_ready):
             issue()
             return

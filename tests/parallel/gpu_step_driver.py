@@ -1,9 +1,15 @@
-"""Run by ``mpiexec -n K python tests/parallel/gpu_step_driver.py OUT.npz STEPS BACKEND`` from
-test_gpu_ranks_step.py (under ``NUMBA_ENABLE_CUDASIM=1``): the small mountain-wave case on a
-tiny mesh, STEPS distributed steps on GPU ranks (BACKEND ``gpu``: GpuRankSimulation with the
+"""Run by ``mpiexec -n K python tests/parallel/gpu_step_driver.py OUT.npz STEPS BACKEND [MODE]``
+from test_gpu_ranks_step.py (under ``NUMBA_ENABLE_CUDASIM=1``): the small mountain-wave case on
+a tiny mesh, STEPS distributed steps on GPU ranks (BACKEND ``gpu``: GpuRankSimulation with the
 staged MPI transport) or CPU ranks (``cpu``: DistributedSimulation), with deterministic
 assembly, strict floating point, Jacobi-preconditioned CG for pressure; the fields gathered to
-rank 0 after every step and written to OUT.npz with the diagnostics and iteration counts."""
+rank 0 after every step and written to OUT.npz with the diagnostics and iteration counts, and
+(GPU) how many Picard iterations were held as captured graphs after each step.
+
+MODE (GPU): ``graphs`` (default: from the second step each Picard iteration is captured, its
+solves inline), ``nographs`` (``backend.graphs: false``: every step issued from Python, every
+solve checked), ``short`` (after step 1 every iterative solve's budget is cut to 4 iterations:
+the captured solves of step 2 fall short, the step is repeated with every solve checked)."""
 import sys
 
 import numpy as np
@@ -13,7 +19,7 @@ from step_driver import step_and_gather   # (this folder is sys.path[0] of a scr
 MESH = {"nx": 3, "ny": 3, "nz": 2}
 
 
-def config(backend):
+def config(backend, graphs=True):
     import dycore
     solvers = {"pressure": {"method": "cg", "preconditioner": "jacobi", "rtol": 1e-10,
                             "max_iterations": 2000},
@@ -23,25 +29,40 @@ def config(backend):
     return dycore.load_config(
         "configs/mountainwave3d_small.yaml", mesh=dict(MESH), solvers=solvers,
         backend={"name": backend, "solver_mode": "device" if backend == "gpu" else "host",
-                 "assembly": "deterministic", "strict": True})
+                 "assembly": "deterministic", "strict": True, "graphs": graphs})
 
 
-def main(dst, steps, backend):
+def cut_budgets(sim) -> None:
+    """Every iterative solve's budget learnt afresh from a count of 1 (4 iterations)."""
+    from dycore.parallel.device_replay import drain
+    sys_ = sim.systems
+    for s in [*sys_.solvers.values(), *([sys_.pcg] if sys_.pcg is not None else [])]:
+        drain(s._learn(1))
+
+
+def main(dst, steps, backend, mode="graphs"):
     from dycore.parallel.mpi import abort_on_error, world
 
     comm = world()
     with abort_on_error(comm):
-        cfg = config(backend)
+        cfg = config(backend, graphs=mode != "nographs")
+        after = None
         if backend == "gpu":
             from dycore.parallel.gpu_simulation import GpuRankSimulation
             sim = GpuRankSimulation(cfg, comm)       # the simulator's launch shapes
+
+            def after(k, out):
+                if comm.rank == 0:
+                    out.setdefault("captured", []).append(sim.stepper.graphs.captured)
+                if k == 1 and mode == "short":
+                    cut_budgets(sim)
         else:
             from dycore.parallel.simulation import DistributedSimulation
             sim = DistributedSimulation(cfg, comm)
-        out = step_and_gather(sim, comm, steps)
+        out = step_and_gather(sim, comm, steps, after)
         if comm.rank == 0:
             np.savez(dst, **{k: np.asarray(v) for k, v in out.items()})
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    main(*sys.argv[1:2], int(sys.argv[2]), *sys.argv[3:])

@@ -16,12 +16,15 @@ def solvers(pressure_pc):
             "tracer": {"method": "bicgstab", "preconditioner": "jacobi", "rtol": 1e-10}}
 
 
-def step_and_gather(sim, comm, steps) -> dict:
+def step_and_gather(sim, comm, steps, after_step=None) -> dict:
     """Take ``steps`` steps of a distributed ``sim``; on rank 0 the gathered fields after each
-    step (``<name>_<k>``), the step diagnostics and the iteration counts ({} elsewhere)."""
+    step (``<name>_<k>``), the step diagnostics and the iteration counts ({} elsewhere);
+    ``after_step(k, out)`` (every rank) after step k's diagnostics."""
     out = {}
     for k in range(1, steps + 1):
         diag = sim.step()
+        if after_step is not None:
+            after_step(k, out)
         fields = sim.gather_fields()
         if comm.rank == 0:
             for name, v in fields.items():

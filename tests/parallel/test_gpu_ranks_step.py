@@ -12,6 +12,11 @@ exact dot products, Jacobi CG for pressure, block-Jacobi / Jacobi BiCGStab.
   exactly (the CPU's Σ M_L·|u|² rounds |u|² first). Measured: ≤ 3e-13 relative (p).
 - ``mpiexec -n 2 python -m dycore run CONFIG --backend gpu --solver-mode device`` writes the
   output file with the gathered fields of the same run.
+- from the second step every Picard iteration is captured (one graph per rank, the solves'
+  budgeted iterations inline, verified at the end of the step): the same bits as every step
+  issued from Python with every solve checked (``backend.graphs: false``), and when the
+  captured solves fall short of their tolerance (budgets cut to 4 iterations) the step is
+  repeated with every solve checked — the same bits again — and captured anew after it.
 """
 import numpy as np
 import pytest
@@ -24,14 +29,43 @@ FIELDS = ("u", "v", "w", "p", "theta_prime", "q_v", "q_c", "q_r")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = {}
-    for backend, k in (("gpu", 1), ("gpu", 2), ("gpu", 4), ("cpu", 2)):
-        dst = tmp_path_factory.mktemp(f"{backend}{k}") / "out.npz"
-        proc = launch(k, str(HERE / "gpu_step_driver.py"), str(dst), str(STEPS), backend,
-                      timeout=900)
+    # (backend, ranks, driver mode, steps): one rank with graphs and the cut budgets run a
+    # third step (captured again after the repeated one)
+    for backend, k, mode, steps in (("gpu", 1, "graphs", STEPS + 1), ("gpu", 2, "graphs", STEPS),
+                                    ("gpu", 4, "graphs", STEPS), ("cpu", 2, "graphs", STEPS),
+                                    ("gpu", 1, "nographs", STEPS), ("gpu", 2, "short", STEPS + 1)):
+        dst = tmp_path_factory.mktemp(f"{backend}{k}{mode}") / "out.npz"
+        proc = launch(k, str(HERE / "gpu_step_driver.py"), str(dst), str(steps), backend,
+                      mode, timeout=900)
         assert proc.returncode == 0, (f"mpiexec -n {k} ({backend}) failed:\n{proc.stdout}\n"
                                       f"{proc.stderr}")
-        out[(backend, k)] = dict(np.load(dst))
+        out[(backend, k) if mode == "graphs" else (backend, k, mode)] = dict(np.load(dst))
     return out
+
+
+def _same_bits(a, b, steps):
+    for step in range(1, steps + 1):
+        for name in FIELDS:
+            assert np.array_equal(a[f"{name}_{step}"], b[f"{name}_{step}"]), (name, step)
+    for name in ("its_pressure", "its_momentum", "its_tracer", "max_abs_w", "kinetic_energy",
+                 "max_abs_div_u"):
+        assert np.array_equal(a[name][:steps], b[name][:steps]), name
+
+
+def test_captured_picard_iterations_give_the_bits_of_the_uncaptured_step(runs):
+    graphs, plain = runs[("gpu", 1)], runs[("gpu", 1, "nographs")]
+    assert list(graphs["captured"]) == [0, 2, 2]     # step 1 checks; steps 2, 3 captured
+    assert list(plain["captured"]) == [0, 0]
+    _same_bits(graphs, plain, STEPS)
+
+
+def test_a_captured_step_that_falls_short_is_repeated_with_every_solve_checked(runs):
+    short, graphs = runs[("gpu", 2, "short")], runs[("gpu", 1)]
+    # step 2: the 4-iteration budgets fall short (pressure needs > 100): repeated uncaptured,
+    # the budgets learnt afresh; step 3 captured again
+    assert list(short["captured"]) == [0, 0, 2]
+    assert short["its_pressure"][1] > 100
+    _same_bits(short, graphs, STEPS + 1)
 
 
 @pytest.mark.parametrize("step", range(1, STEPS + 1))
