@@ -4,7 +4,7 @@
         [--reduction exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
         [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
         [--mesh-one NX NY NZ] [--weak NX NY NZ] [--factorisation distributed|replicated]
-        [--json out.json]
+        [--ab-graphs] [--json out.json]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -25,7 +25,11 @@ of the 1-rank run (default: ``--mesh``): a weak-scaling pair when they differ (e
 third run, one rank on that mesh, for the weak-scaling efficiency beside the strong scaling of
 the same K-rank run; ``--steps 0`` measures the set-up alone (its time, every rank's peak host
 memory). ``--factorisation distributed|replicated`` chooses how a direct pressure
-solve runs on K ranks (``solvers.pressure.factorisation``).
+solve runs on K ranks (``solvers.pressure.factorisation``). ``--ab-graphs``: after the timed
+steps (whose Picard iterations are captured, one graph per rank, once the solves have learnt
+their budgets), one more warm-up and as many steps with the iterations issued from Python
+(``stepper.graphs.enabled = False``, the solves replaying their own graphs), in the same
+processes: the step time and stage timers of both.
 
 Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
 the median step time [ms], the halo kB per step, every rank's peak host memory (``ru_maxrss``,
@@ -111,6 +115,19 @@ def worker(args) -> None:
         halo_bytes = comm.allreduce(t.bytes_sent - b0, op=MPI.SUM) / n
         halo_s = (None if s0 is None
                   else comm.allreduce(t.seconds - s0, op=MPI.SUM) / comm.size / n)
+        captured = sim.stepper.graphs.captured
+        timers = sim.timers.as_dict()
+        plain, plain_timers = [], {}
+        if args.ab_graphs and args.steps:     # the same steps issued from Python (B of A/B)
+            sim.stepper.graphs.enabled = False
+            sim.step()
+            sim.timers.reset()
+            for _ in range(args.steps):
+                comm.Barrier()
+                t1 = time.perf_counter()
+                sim.step()
+                plain.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
+            plain_timers = sim.timers.as_dict()
         fields = sim.gather_fields()
         peak = comm.gather(_peak_host_mb(), root=0)
         if comm.rank == 0:
@@ -124,7 +141,9 @@ def worker(args) -> None:
                 "transport": type(t).__name__, "device": sim.backend.describe(),
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "pressure_method": sim.systems.pressure_method,
-                "timers_rank0": sim.timers.as_dict()}, default=float))
+                "timers_rank0": timers, "captured_iterations": captured,
+                "step_s_uncaptured": plain, "timers_rank0_uncaptured": plain_timers},
+                default=float))
         sim.close()               # graphs, then the NCCL communicator: the ranks can exit
 
 
@@ -140,6 +159,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
     cmd = [_mpiexec(), "-n", str(k), sys.executable, str(Path(__file__).resolve()), "--worker",
            args.config, "--out", out, "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--reduction", args.reduction, "--transport", args.transport]
+    if args.ab_graphs:
+        cmd.append("--ab-graphs")
     if args.deterministic:
         cmd.append("--deterministic")
     if args.pressure:
@@ -175,6 +196,9 @@ def _summary(res: dict) -> dict:
                                                else round(1e3 * res["halo_host_s_per_step"], 3)),
             "halo_values_rank0": res["halo_values_rank0"],
             "pressure_method": res["pressure_method"],
+            "captured_iterations": res["captured_iterations"],
+            "step_ms_median_uncaptured": (round(1e3 * float(np.median(res["step_s_uncaptured"])),
+                                                3) if res["step_s_uncaptured"] else None),
             "iterations_last_step": res["iterations"][-1] if res["iterations"] else None}
 
 
@@ -201,6 +225,9 @@ def main(argv=None) -> int:
                    help="cells of the K-rank run (default: the config's)")
     p.add_argument("--mesh-one", type=int, nargs=3, metavar=("NX", "NY", "NZ"),
                    help="cells of the 1-rank run (default: --mesh); another mesh: weak scaling")
+    p.add_argument("--ab-graphs", action="store_true",
+                   help="after the timed steps, as many more in the same process with the "
+                        "Picard iterations issued from Python (not captured): an A/B")
     p.add_argument("--json")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -254,9 +281,12 @@ def main(argv=None) -> int:
     for k in sorted(runs or {}, key=str, reverse=True):
         print(f"\nstage timers of rank 0, {k} rank(s) (the timed steps; "
               "CUDA events on a GPU):")
-        for name, t in runs[k]["timers_rank0"].items():
-            print(f"  {name:40s} {t.get('calls', 0):6d} calls  {t.get('mean_ms', 0.0):10.3f} "
-                  f"ms/call  {t.get('total_ms', 0.0):12.1f} ms")
+        for tag in ("", "_uncaptured"):
+            if tag and runs[k]["timers_rank0" + tag]:
+                print("  -- the same, Picard iterations not captured (--ab-graphs):")
+            for name, t in runs[k]["timers_rank0" + tag].items():
+                print(f"  {name:40s} {t.get('calls', 0):6d} calls  "
+                      f"{t.get('mean_ms', 0.0):10.3f} ms/call  {t.get('total_ms', 0.0):12.1f} ms")
     return 1 if bad else 0
 
 
