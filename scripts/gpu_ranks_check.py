@@ -1,7 +1,7 @@
 """Whole time steps on K GPU ranks of one host against one GPU rank.
 
     python3 scripts/gpu_ranks_check.py CONFIG --ranks 2 [--steps 10] [--warmup 2] \
-        [--reduction exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
+        [--reduction auto|exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
         [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
         [--mesh-one NX NY NZ] [--weak NX NY NZ] [--factorisation distributed|replicated]
         [--ab-graphs] [--json out.json]
@@ -94,8 +94,10 @@ def worker(args) -> None:
     comm = world()
     with abort_on_error(comm):
         t0 = time.perf_counter()
-        sim = GpuRankSimulation(_config(args), comm, reduction=args.reduction,
-                                transport=args.transport)
+        from dycore.parallel.run import default_reduction
+        cfg = _config(args)
+        reduction = default_reduction(cfg) if args.reduction == "auto" else args.reduction
+        sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport)
         setup_s = time.perf_counter() - t0
         peak_setup = comm.gather(_peak_host_mb(), root=0)
         for _ in range(args.warmup):
@@ -139,6 +141,7 @@ def worker(args) -> None:
                 "peak_host_mb_after_setup": peak_setup, "peak_host_mb": peak,
                 "halo_bytes_per_step": halo_bytes, "halo_host_s_per_step": halo_s,
                 "transport": type(t).__name__, "device": sim.backend.describe(),
+                "reduction": reduction,
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "pressure_method": sim.systems.pressure_method,
                 "timers_rank0": timers, "captured_iterations": captured,
@@ -184,6 +187,7 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
 
 def _summary(res: dict) -> dict:
     return {"ranks": res["ranks"], "transport": res["transport"], "device": res["device"],
+            "reduction": res["reduction"],
             "mesh": res["mesh"], "tets": res["tets"], "nodes": res["nodes"],
             "setup_s": round(res["setup_s"], 2),
             "peak_host_mb_after_setup": [round(m, 1) for m in res["peak_host_mb_after_setup"]],
@@ -208,7 +212,9 @@ def main(argv=None) -> int:
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--reduction", default="exact", choices=("exact", "allreduce"))
+    p.add_argument("--reduction", default="auto", choices=("auto", "exact", "allreduce"),
+                   help="dot products of the ranks (auto: what `dycore run` takes — allreduce "
+                        "with atomic assembly, exact with --deterministic)")
     p.add_argument("--transport", default="auto", choices=("auto", "nccl", "mpi"))
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--pressure", choices=("jacobi", "amg"))
@@ -270,7 +276,7 @@ def main(argv=None) -> int:
         out["speedup_vs_1_rank"] = round(out["runs"][1]["step_ms_median"]
                                          / out["runs"][args.ranks]["step_ms_median"], 3)
         cfg = _config(args)       # (the --mesh of both runs)
-        if (args.deterministic and args.reduction == "exact"
+        if (args.deterministic and args.reduction in ("auto", "exact")
                 and cfg.solvers.pressure.preconditioner == "jacobi" and any(diff.values())):
             bad = True
             out["error"] = "deterministic exact run differs from 1 rank"

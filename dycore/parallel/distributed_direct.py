@@ -19,10 +19,11 @@ right-hand side, writes the owned solution in place into the local vector and fi
 Measured (``scripts/device/cudss_mgmn.py``, two H200s, one right-hand side): the 4.42 M-tet
 pressure matrix (762,129 rows) solves in 15.70 ms over two GPUs against 21.66 ms on one (1.38×);
 the paper mesh's (98,441 rows) in 3.22–3.33 against 3.04 ms. But the MGMN solve blocks the
-host until it has finished (the host's Python then issues the step's next stages to an idle
-GPU): the two-GPU step at 4.42 M tets took 107.1 ms against 102.2 ms replicated, so
-``factorisation: auto`` distributes only matrices too large to replicate
-(:data:`MGMN_MIN_ROWS`); the distributed factors are spread over the GPUs (2.83 G nonzeros over
+host until it has finished: issued from Python, the step's next stages then reach an idle GPU
+(two GPUs, 4.42 M tets: 107.1 ms against 102.2 ms replicated). With each Picard iteration
+captured as one graph per rank they cost one graph launch after the stall, and the distributed
+factorisation gives the shorter step (four H200s: 48.9 against 69.8 ms), so ``factorisation:
+auto`` distributes from :data:`MGMN_MIN_ROWS` rows; the distributed factors are spread over the GPUs (2.83 G nonzeros over
 both at 4.42 M tets, against 2.98 G on each GPU replicated; per-GPU memory not measured).
 """
 from __future__ import annotations
@@ -33,22 +34,23 @@ import numpy as np
 import scipy.sparse as sp
 
 from dycore.parallel.device_direct import distributed_numbering, owned_rhs
-from dycore.solvers.direct import (AUTO_DIRECT_MAX_ROWS, CudssDirect, comm_layer, solve_in_step,
-                                   reproducible, residual_verdict)
+from dycore.solvers.direct import (CudssDirect, comm_layer, reproducible, residual_verdict,
+                                   solve_in_step)
 
 __all__ = ["distributed_numbering", "distributed_rows", "mgmn_support", "MgmnDirect",
            "DistributedDirectPressure", "MGMN_MIN_ROWS"]
 
 log = logging.getLogger("dycore")
 
-#: ``factorisation: auto`` distributes the factorisation from this many rows: beyond the rows
-#: the serial ``method: auto`` factorises on one GPU (the replicated factor would not fit a
-#: GPU). Below, replicated is faster per step: on two H200s at 762,129 rows the distributed
-#: solve took 16.7 against 22.1 ms, but the step 107.1 against 102.2 ms — cuDSS's MGMN solve
-#: returns to the host only when it has finished on the GPU (3.22 ms on the host for a
-#: 3.22-ms solve; the serial solve is issued in 0.085 ms), so the GPU runs dry while the host
-#: issues the next stages
-MGMN_MIN_ROWS = AUTO_DIRECT_MAX_ROWS + 1
+#: ``factorisation: auto`` distributes the factorisation from this many rows. Measured on
+#: four H200s with each Picard iteration captured as one graph per rank (the MGMN solve's
+#: host stall then costs one graph launch after it): at 762,129 rows (4.42 M tets) the step
+#: 48.9 ms distributed against 69.8 ms replicated on 4 GPUs; on the paper mesh (98,441 rows)
+#: one MGMN solve is no faster than one GPU's (3.22–3.33 against 3.04 ms, two H200s) and its
+#: analysis has no cached ordering. Between the two sizes nothing was measured; 500,000 is
+#: the choice. (Before the graphs the replicated step was the shorter one at 762,129 rows:
+#: 102.2 against 107.1 ms on two H200s.)
+MGMN_MIN_ROWS = 500_000
 
 
 def distributed_rows(rows, l2g, dist, n: int) -> sp.csr_matrix:

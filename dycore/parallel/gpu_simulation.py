@@ -253,16 +253,23 @@ class GpuRankSimulation(DistributedSimulation):
         """The pressure method of the GPU ranks (collective): ``cfg.method``, or for ``auto``
         :func:`~dycore.solvers.direct.pressure_method`'s choice for the global row count when
         every rank agrees (a GPU, device solvers, atomic assembly and not strict, cuDSS
-        importable, at most AUTO_DIRECT_MAX_ROWS rows), else CG. A direct solve on K > 1 ranks
-        is one factorisation distributed over the GPUs or one replicated on each
-        (:meth:`_factorisation`). Returns the keyword arguments of DeviceDistributedSystems:
+        importable, at most AUTO_DIRECT_MAX_ROWS rows — K times that where the K ranks share
+        one factorisation), else CG. A direct solve on K > 1 ranks is one factorisation
+        distributed over the GPUs or one replicated on each (:meth:`_factorisation`, decided
+        first). Measured on four H200s (docs/performance.md): 8.85 M tets (1.48 M rows) the
+        step 124.7 ms with the distributed factorisation against 1,071 ms with CG and
+        rank-local V-cycles. Returns the keyword arguments of DeviceDistributedSystems:
         {} for CG; {"direct": DistributedDirectPressure}; or for the replicated solve rank 0's
         global matrix broadcast to every rank, the owned global ids of every rank and rank 0's
         cached cuDSS ordering (or None)."""
         from dycore.parallel.device_direct import broadcast_csr, shared_ordering
-        from dycore.solvers.direct import on_gpu, pressure_method
+        from dycore.solvers.direct import AUTO_DIRECT_MAX_ROWS, on_gpu, pressure_method
         comm = self.comm
-        method, why = pressure_method(cfg, self.backend, self.nnodes)
+        shared = None            # the factorisation of a direct solve on K ranks
+        if comm.size > 1 and cfg.method in ("auto", "direct"):
+            shared = self._factorisation(cfg)
+        limit = AUTO_DIRECT_MAX_ROWS * (comm.size if shared == "distributed" else 1)
+        method, why = pressure_method(cfg, self.backend, self.nnodes, max_rows=limit)
         if cfg.method == "auto":
             votes = comm.allgather(method)
             if method == "direct" and any(v != "direct" for v in votes):
@@ -271,7 +278,7 @@ class GpuRankSimulation(DistributedSimulation):
                 log.info("solvers.pressure.method auto on GPU ranks: %s (%s)", method, why)
         if method != "direct":
             return {}
-        if self._factorisation(cfg) == "distributed":
+        if shared == "distributed":
             from dycore.parallel.distributed_direct import (DistributedDirectPressure,
                                                             distributed_numbering,
                                                             distributed_rows)
@@ -293,7 +300,7 @@ class GpuRankSimulation(DistributedSimulation):
         for ``auto`` "distributed" where every rank supports cuDSS's MGMN mode
         (:func:`~dycore.parallel.distributed_direct.mgmn_support`), the run does not ask for
         reproducible sums and the matrix has at least :data:`~dycore.parallel.distributed_direct.
-        MGMN_MIN_ROWS` rows (more than one GPU's factor under ``method: auto``).
+        MGMN_MIN_ROWS` rows (where the distributed step measured shorter).
 
         Raises
         ------

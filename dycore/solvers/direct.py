@@ -422,12 +422,14 @@ def reproducible(backend) -> bool:
             or bool(getattr(backend, "strict", False)))
 
 
-def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
+def pressure_method(cfg, backend, n: int,
+                    max_rows: int = AUTO_DIRECT_MAX_ROWS) -> tuple[str, str]:
     """The pressure method a run uses: ``cfg.method`` unless it is ``auto``.
 
     ``auto`` means ``direct`` on a GPU with device solvers, atomic assembly (not strict, not
     deterministic: cuDSS's fast solve is not bitwise reproducible), where cuDSS can be
-    imported and the matrix has at most :data:`AUTO_DIRECT_MAX_ROWS` rows; ``cg`` otherwise.
+    imported and the matrix has at most ``max_rows`` rows (:data:`AUTO_DIRECT_MAX_ROWS` on
+    one GPU; GPU ranks that share one factorisation pass K times that); ``cg`` otherwise.
 
     Returns
     -------
@@ -440,8 +442,8 @@ def pressure_method(cfg, backend, n: int) -> tuple[str, str]:
     if reproducible(backend):
         return "cg", ("strict mode or deterministic assembly keeps CG (cuDSS's reproducible "
                       "mode is slower than CG)")
-    if n > AUTO_DIRECT_MAX_ROWS:
-        return "cg", f"{n:,} rows > {AUTO_DIRECT_MAX_ROWS:,} (factors too large)"
+    if n > max_rows:
+        return "cg", f"{n:,} rows > {max_rows:,} (factors too large)"
     try:
         from nvmath.bindings import cudss  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - not installed or its libraries missing

@@ -13,9 +13,9 @@
 - the choice between the distributed and the replicated factorisation: one rank and
   ``replicated`` replicate; ranks without NCCL / the MGMN layer / Open MPI cannot join
   (``mgmn_support`` names why), so ``auto`` replicates and ``distributed`` is a ConfigError
-  naming the key, the rank and the reason; ``auto`` also replicates up to 1,000,000 rows
-  (MGMN_MIN_ROWS − 1: where one GPU holds the factor)
-  and when the run asks for reproducible sums.
+  naming the key, the rank and the reason; ``auto`` also replicates below MGMN_MIN_ROWS rows
+  and when the run asks for reproducible sums; ``method: auto`` factorises up to K times the
+  one-GPU row limit where K ranks share one factorisation.
 
 cuDSS's MGMN mode itself needs GPUs: scripts/device/cudss_mgmn.py and gpu_ranks_check.py run
 it (docs/performance.md).
@@ -166,7 +166,7 @@ def test_the_factorisation_is_distributed_only_where_every_rank_can_join(backend
         choose(_chooser(backend, loop, MGMN_MIN_ROWS), c)
     # every rank able (a stand-in support): auto distributes from MGMN_MIN_ROWS rows, unless
     # the run asks for reproducible sums; explicit distributed whatever the size
-    assert MGMN_MIN_ROWS == 1_000_001
+    assert 98_441 < MGMN_MIN_ROWS <= 762_129     # (paper mesh: no gain; 4.42 M tets: gain)
     import dycore.parallel.distributed_direct as dd
     monkeypatch.setattr(dd, "mgmn_support", lambda t: (True, "/lib/libcudss_commlayer_nccl.so.0"))
     auto = cfg.model_copy(update={"factorisation": "auto"})
@@ -180,3 +180,22 @@ def test_the_factorisation_is_distributed_only_where_every_rank_can_join(backend
     assert choose(_chooser(backend, loop, MGMN_MIN_ROWS, votes=no), auto) == "replicated"
     with pytest.raises(ConfigError, match="rank 1 cannot join .*communication layer"):
         choose(_chooser(backend, loop, MGMN_MIN_ROWS, votes=no), c)
+
+
+def test_auto_factorises_k_times_the_one_gpu_rows_when_k_ranks_share_the_factor():
+    """pressure_method's row limit: AUTO_DIRECT_MAX_ROWS on one GPU (CG beyond, naming the
+    count and the limit); the limit GpuRankSimulation passes for K ranks sharing one
+    factorisation (K × AUTO_DIRECT_MAX_ROWS) lets a larger matrix factorise."""
+    from dycore.solvers.direct import AUTO_DIRECT_MAX_ROWS, pressure_method
+    cfg = load_config("configs/mountainwave3d_small.yaml").solvers.pressure.model_copy(
+        update={"method": "auto"})
+    gpu = SimpleNamespace(name="gpu", simulator=False, solver_mode="device", assembly="atomic",
+                          strict=False)
+    n = 1_476_225                          # 8.85 M tets: 193 × 97 × 81 nodes
+    method, why = pressure_method(cfg, gpu, n)
+    assert method == "cg" and why == f"{n:,} rows > {AUTO_DIRECT_MAX_ROWS:,} (factors too large)"
+    method, why = pressure_method(cfg, gpu, n, max_rows=4 * AUTO_DIRECT_MAX_ROWS)
+    assert method == "direct" or why.startswith("cuDSS not available")   # (no cuDSS here)
+    method, why = pressure_method(cfg, gpu, 5 * AUTO_DIRECT_MAX_ROWS,
+                                  max_rows=4 * AUTO_DIRECT_MAX_ROWS)
+    assert method == "cg" and "rows > 4,000,000" in why
