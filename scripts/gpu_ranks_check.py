@@ -32,7 +32,9 @@ their budgets), one more warm-up and as many steps with the iterations issued fr
 processes: the step time and stage timers of both.
 
 Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
-the median step time [ms], the halo kB per step, every rank's peak host memory (``ru_maxrss``,
+the median step time [ms], the halo kB per step (counted where the transport is called from
+Python: 0 in steps replayed from graphs; ``--ab-graphs`` reports those of its uncaptured
+steps), every rank's peak host memory (``ru_maxrss``,
 MB) after the set-up and after the steps, and for K ranks on the 1-rank mesh the max |diff| of
 every field from the 1-rank run after the same number of steps (0 in every field with
 ``--deterministic``, the exact reduction and pressure ``jacobi``: the same bits on any rank
@@ -119,17 +121,20 @@ def worker(args) -> None:
                   else comm.allreduce(t.seconds - s0, op=MPI.SUM) / comm.size / n)
         captured = sim.stepper.graphs.captured
         timers = sim.timers.as_dict()
-        plain, plain_timers = [], {}
+        plain, plain_timers, plain_halo = [], {}, None
         if args.ab_graphs and args.steps:     # the same steps issued from Python (B of A/B)
             sim.stepper.graphs.enabled = False
             sim.step()
             sim.timers.reset()
+            b1 = t.bytes_sent
             for _ in range(args.steps):
                 comm.Barrier()
                 t1 = time.perf_counter()
                 sim.step()
                 plain.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
             plain_timers = sim.timers.as_dict()
+            # (a replayed graph's exchanges pass no Python: their bytes are counted here)
+            plain_halo = comm.allreduce(t.bytes_sent - b1, op=MPI.SUM) / args.steps
         fields = sim.gather_fields()
         peak = comm.gather(_peak_host_mb(), root=0)
         if comm.rank == 0:
@@ -145,7 +150,7 @@ def worker(args) -> None:
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "pressure_method": sim.systems.pressure_method,
                 "timers_rank0": timers, "captured_iterations": captured,
-                "step_s_uncaptured": plain, "timers_rank0_uncaptured": plain_timers},
+                "step_s_uncaptured": plain, "halo_bytes_per_step_uncaptured": plain_halo, "timers_rank0_uncaptured": plain_timers},
                 default=float))
         sim.close()               # graphs, then the NCCL communicator: the ranks can exit
 
@@ -196,6 +201,9 @@ def _summary(res: dict) -> dict:
                                if res["step_s"] else None),
             "step_ms_all": [round(1e3 * s, 3) for s in res["step_s"]],
             "halo_kB_per_step": round(res["halo_bytes_per_step"] / 1e3, 1),
+            "halo_kB_per_step_uncaptured": (None if res["halo_bytes_per_step_uncaptured"] is None
+                                            else round(res["halo_bytes_per_step_uncaptured"]
+                                                       / 1e3, 1)),
             "halo_host_ms_per_step_per_rank": (None if res["halo_host_s_per_step"] is None
                                                else round(1e3 * res["halo_host_s_per_step"], 3)),
             "halo_values_rank0": res["halo_values_rank0"],

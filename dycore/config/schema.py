@@ -273,8 +273,9 @@ class LinearSolverConfig(_Section):
         "gmres", unit="-", description="Krylov method (cg only for the SPD pressure system), "
         "or direct: the constant pressure matrix factorised once per run (cuDSS on a GPU with "
         "device solvers, SuperLU on the host), or auto: direct on a GPU with device solvers "
-        "where cuDSS is installed and the matrix has at most 1,000,000 rows, cg otherwise "
-        "(pressure only; docs/performance.md)")
+        "where cuDSS is installed and the matrix has at most 1,000,000 rows (K times that "
+        "on K GPU ranks sharing one factorisation), cg otherwise (pressure only; "
+        "docs/performance.md)")
     preconditioner: Literal["amg", "jacobi", "block_jacobi", "ilu", "none"] = _field(
         "jacobi", unit="-", description="preconditioner (amg: pressure only)")
     rtol: float = _field(1e-10, unit="1", description="relative residual tolerance", gt=0, lt=1)
@@ -289,10 +290,11 @@ class LinearSolverConfig(_Section):
         "auto", unit="-", description="the direct pressure solve on several GPU ranks: "
         "distributed (one factorisation over all ranks' GPUs: cuDSS's multi-GPU mode, which "
         "needs its NCCL communication layer and Open MPI; the factors are spread over the "
-        "GPUs, but its solve blocks the host), replicated (every GPU factorises the whole "
-        "matrix: faster per step where it fits), or auto: distributed where every rank "
-        "supports it, the run is not strict or deterministic and the matrix has more than "
-        "1,000,000 rows, replicated otherwise (pressure only; docs/parallel.md)")
+        "GPUs; its solve blocks the host, which costs one graph launch once the Picard "
+        "iterations are captured), replicated (every GPU factorises the whole matrix), or "
+        "auto: distributed where every rank supports it, the run is not strict or "
+        "deterministic and the matrix has at least 500,000 rows (measured shorter steps at "
+        "762,129 rows), replicated otherwise (pressure only; docs/parallel.md)")
     precision: Literal["auto", "float64", "float32"] = _field(
         "auto", unit="-", description="storage of the AMG levels' matrix values in device "
         "mode (float32: 2/3 of the bytes per nonzero, arithmetic stays float64; auto: float32 "
