@@ -38,8 +38,7 @@ from dycore.solvers.direct import (CudssDirect, comm_layer, reproducible, residu
                                    solve_in_step)
 
 __all__ = ["distributed_numbering", "distributed_rows", "mgmn_support", "MgmnDirect",
-           "DistributedDirectPressure", "MGMN_MIN_ROWS", "mgmn_entry", "shared_mgmn_ordering",
-           "keep_mgmn_ordering"]
+           "DistributedDirectPressure", "MGMN_MIN_ROWS"]
 
 log = logging.getLogger("dycore")
 
@@ -119,10 +118,6 @@ class MgmnDirect(CudssDirect):
     first_row : int; b, x : (m,) float64 CuPy arrays — this rank's entries of the right-hand
         side and of the solution (fixed buffers)
     rtol : tolerance of the set-up check; layer : path of cuDSS's communication layer
-    perm, tree : this rank's ordering and partition tree from an earlier factorisation of the
-        same matrix over the same ranks (:meth:`permutation`, :meth:`partition_tree`; each
-        rank's differs) or None: the analysis then skips its reordering (measured on the
-        paper mesh over two H200s: 1.58 s against 6.31 s)
 
     Attributes
     ----------
@@ -143,7 +138,7 @@ class MgmnDirect(CudssDirect):
     capturable = False
 
     def __init__(self, backend, comm, nccl_comm, rows, first_row, b, x, rtol=1e-10,
-                 layer=None, perm=None, tree=None):
+                 layer=None):
         self._comms = (np.array([int(nccl_comm)], np.uint64),
                        np.array([_mpi_handle(comm)], np.uint64))
         self._open(backend, b, x, deterministic=reproducible(backend),
@@ -153,17 +148,10 @@ class MgmnDirect(CudssDirect):
                      self._comms[0].ctypes.data, 8)
         cd.data_set(self.handle, self.data, cd.DataParam.COMM_HOST,
                      self._comms[1].ctypes.data, 8)
-        self.n = n = rows.shape[1]
-        self._give_ordering(perm, tree)
+        n = rows.shape[1]
         self._factorise(rows, n, first_row)
         self.comm, self.first_row = comm, int(first_row)
         self.residual = self._check(rows, rtol)
-
-    def permutation(self):
-        """This rank's view of the analysis's reordering, (n,) int32 over ALL n rows (cuDSS
-        ``PERM_REORDER_ROW``; measured: a permutation of 0..n−1 that differs between the
-        ranks)."""
-        return self._get(self.cd.DataParam.PERM_REORDER_ROW, np.int32, self.n)
 
     def _check(self, rows, rtol):
         """:func:`~dycore.solvers.direct.check_factorisation` over the ranks (collective):
@@ -181,76 +169,6 @@ class MgmnDirect(CudssDirect):
                                 f"pressure direct solve over {comm.size} GPU ranks",
                                 "use solvers.pressure.factorisation: replicated, or method: cg")
 
-
-
-def mgmn_entry(ranks: int) -> str:
-    """The set-up cache entry of the orderings of a factorisation over ``ranks`` GPU ranks."""
-    return f"cudss-mgmn-ordering-{int(ranks)}ranks"
-
-
-def _owned_digest(owned) -> np.ndarray:
-    """SHA-256 of a rank's owned global ids ((32,) uint8): the orderings are those of one
-    distributed numbering, and every rank's digest matching means the same numbering."""
-    import hashlib
-    return np.frombuffer(hashlib.sha256(np.ascontiguousarray(owned, np.int64).tobytes())
-                         .digest(), np.uint8).copy()
-
-
-def shared_mgmn_ordering(comm, setup_cache, gpu: bool, owned) -> dict | None:
-    """Each rank's cached MGMN ordering (collective): rank 0 loads :func:`mgmn_entry` from its
-    set-up cache (whose key covers the mesh, hence the matrix) and scatters each rank its part;
-    returned ({"perm", "tree" or None}) only when every rank's part is there and was made for
-    the owned nodes it has now (:func:`_owned_digest`), else None on every rank.
-
-    comm : mpi4py communicator; setup_cache : rank 0's SetupCache or None; gpu : whether the
-    ranks factorise on GPUs (else nothing is loaded); owned : (n_owned,) int this rank's owned
-    global ids
-    """
-    from mpi4py import MPI
-
-    from dycore.parallel.mpi import large
-    name = mgmn_entry(comm.size)
-    parts = None
-    if comm.rank == 0 and gpu and setup_cache is not None:
-        entry = setup_cache.load(name)
-        (setup_cache.misses if entry is None else setup_cache.hits).append(name)
-        if entry is not None:
-            parts = [{key: entry.get(f"{key}_{r}") for key in ("perm", "tree", "digest")}
-                     for r in range(comm.size)]
-    if not comm.bcast(parts is not None, root=0):
-        return None
-    mine = large(comm).scatter(parts, root=0)
-    ok = (mine["perm"] is not None and mine["digest"] is not None
-          and np.array_equal(mine["digest"], _owned_digest(owned)))
-    if not comm.allreduce(int(ok), op=MPI.MIN):
-        if comm.rank == 0:
-            log.info("set-up cache: the MGMN orderings were made for another partition; "
-                     "the analysis reorders afresh")
-        return None
-    return {"perm": mine["perm"], "tree": mine["tree"]}
-
-
-def keep_mgmn_ordering(comm, setup_cache, direct, owned, given) -> None:
-    """After a factorisation over the ranks made without cached orderings (``given`` None),
-    rank 0 stores every rank's ordering, partition tree and owned-node digest under
-    :func:`mgmn_entry` (collective; nothing where rank 0 has no set-up cache or ``direct``
-    reports no ordering — a stand-in factor)."""
-    from dycore.parallel.mpi import large
-    want = comm.rank == 0 and setup_cache is not None and setup_cache.folder is not None
-    if given is not None or not comm.bcast(want, root=0):
-        return
-    if not hasattr(direct, "permutation"):
-        return
-    tree = direct.partition_tree()
-    mine = (direct.permutation(), tree, _owned_digest(owned))
-    parts = large(comm).gather(mine, root=0)
-    if comm.rank == 0:
-        arrays = {}
-        for r, (perm, tree, digest) in enumerate(parts):
-            arrays[f"perm_{r}"], arrays[f"digest_{r}"] = perm, digest
-            if tree is not None:
-                arrays[f"tree_{r}"] = tree
-        setup_cache.store(mgmn_entry(comm.size), arrays)
 
 def _mpi_handle(comm) -> int:
     """The C handle of an mpi4py communicator (Open MPI: a pointer), as an int."""
@@ -272,8 +190,6 @@ class DistributedDirectPressure:
         :class:`MgmnDirect` over ``comm`` with its own NCCL communicator
     comm : mpi4py communicator of the ranks (for the default factor)
     rtol : tolerance of the factorisation's set-up check
-    ordering : {"perm", "tree"} of this rank from an earlier factorisation
-        (:func:`shared_mgmn_ordering`) or None; given to the default factor only
 
     Attributes
     ----------
@@ -288,7 +204,7 @@ class DistributedDirectPressure:
     iterations = 0
 
     def __init__(self, backend, transport, rows, first_row: int, plan, factor=None, comm=None,
-                 rtol: float = 1e-10, ordering: dict | None = None):
+                 rtol: float = 1e-10):
         from dycore.parallel.device_halo import DeviceHaloExchange
         self.b, self.t = backend, transport
         self.n_owned, self.n_local, self.n = int(rows.shape[0]), int(plan.n_local), rows.shape[1]
@@ -303,10 +219,8 @@ class DistributedDirectPressure:
         if factor is None:
             from dycore.parallel.nccl import NcclTransport
             self._nccl = NcclTransport.from_mpi(comm, backend.stream)     # cuDSS's own
-            given = ordering or {}
             self.direct = MgmnDirect(backend, comm, self._nccl.comm.comm, rows, first_row,
-                                     self.b_own, x_own, rtol, perm=given.get("perm"),
-                                     tree=given.get("tree"))
+                                     self.b_own, x_own, rtol)
         else:
             self.direct = factor(backend, rows, first_row, self.b_own, x_own)
         if transport.rank == 0:

@@ -281,19 +281,13 @@ class GpuRankSimulation(DistributedSimulation):
         if shared == "distributed":
             from dycore.parallel.distributed_direct import (DistributedDirectPressure,
                                                             distributed_numbering,
-                                                            distributed_rows,
-                                                            keep_mgmn_ordering,
-                                                            shared_mgmn_ordering)
+                                                            distributed_rows)
             dist, offsets = distributed_numbering(comm.allgather(self.rp.owned), self.nnodes)
             rows = distributed_rows(piece["pressure_rows"], self.rp.l2g, dist, self.nnodes)
             del dist
-            owned = self.rp.owned
-            given = shared_mgmn_ordering(comm, self.setup_cache, on_gpu(self.backend), owned)
-            pressure = DistributedDirectPressure(
+            return {"direct": DistributedDirectPressure(
                 self.backend, self.transport, rows, int(offsets[comm.rank]), self.rp.plan(2),
-                comm=comm, rtol=cfg.rtol, ordering=given)
-            keep_mgmn_ordering(comm, self.setup_cache, pressure.direct, owned, given)
-            return {"direct": pressure}
+                comm=comm, rtol=cfg.rtol)}
         if pressure_global is None and self.setup_mode == "local":
             from dycore.parallel.local_setup import gather_rows
             pressure_global = gather_rows(comm, self.rp, piece["pressure_rows"], self.nnodes)

@@ -182,24 +182,17 @@ class CudssDirect:
                  perm=None, deterministic: bool = False, options=None, tree=None):
         self._open(backend, b, x, reordering, deterministic, options)
         a = sp.csr_matrix(a)
-        self._give_ordering(perm, tree)
+        if perm is not None:                           # a reordering found before (cached)
+            perm = np.ascontiguousarray(perm, np.int32)
+            self.cd.data_set(self.handle, self.data, self.cd.DataParam.USER_PERM,
+                             perm.ctypes.data, perm.nbytes)
+            param = _tree_param(self.cd, user=True)
+            if tree is not None and param is not None:
+                tree = np.ascontiguousarray(tree, np.uint8)
+                self.cd.data_set(self.handle, self.data, param, tree.ctypes.data, tree.nbytes)
         self._factorise(a, a.shape[0])
         self.residual = check_factorisation(a, self._solve_host, rtol)
         self.capturable = self._try_capture()
-
-    def _give_ordering(self, perm, tree) -> None:
-        """Before the analysis: a reordering found before (cached; ``perm`` (n,) int32 or
-        None) and its partition tree (uint8 bytes or None) as cuDSS's ``USER_PERM`` and
-        user partition tree."""
-        if perm is None:
-            return
-        self._given = perm = np.ascontiguousarray(perm, np.int32)      # (kept alive)
-        self.cd.data_set(self.handle, self.data, self.cd.DataParam.USER_PERM,
-                         perm.ctypes.data, perm.nbytes)
-        param = _tree_param(self.cd, user=True)
-        if tree is not None and param is not None:
-            self._given_tree = tree = np.ascontiguousarray(tree, np.uint8)
-            self.cd.data_set(self.handle, self.data, param, tree.ctypes.data, tree.nbytes)
 
     def _open(self, backend, b, x, reordering="DEFAULT", deterministic=False, options=None,
               comm_layer=None) -> None:

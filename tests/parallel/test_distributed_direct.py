@@ -15,10 +15,7 @@
   (``mgmn_support`` names why), so ``auto`` replicates and ``distributed`` is a ConfigError
   naming the key, the rank and the reason; ``auto`` also replicates below MGMN_MIN_ROWS rows
   and when the run asks for reproducible sums; ``method: auto`` factorises up to K times the
-  one-GPU row limit where K ranks share one factorisation;
-- the set-up cache of the MGMN orderings over 2 and 3 real MPI ranks (a stand-in factor whose
-  ordering differs per rank): a miss, then each rank given back its own ordering and tree,
-  nothing for another partition or off GPUs, given orderings not stored again.
+  one-GPU row limit where K ranks share one factorisation.
 
 cuDSS's MGMN mode itself needs GPUs: scripts/device/cudss_mgmn.py and gpu_ranks_check.py run
 it (docs/performance.md).
@@ -202,11 +199,3 @@ def test_auto_factorises_k_times_the_one_gpu_rows_when_k_ranks_share_the_factor(
     method, why = pressure_method(cfg, gpu, 5 * AUTO_DIRECT_MAX_ROWS,
                                   max_rows=4 * AUTO_DIRECT_MAX_ROWS)
     assert method == "cg" and "rows > 4,000,000" in why
-
-
-@pytest.mark.parametrize("k", (2, 3))
-def test_each_rank_gets_back_its_own_cached_mgmn_ordering(tmp_path, k):
-    from test_mpi import HERE, launch
-    proc = launch(k, str(HERE / "mgmn_ordering_driver.py"), str(tmp_path / "cache"))
-    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
-    assert proc.stdout.count("ok: ") == 7 and "FAILED" not in proc.stdout, proc.stdout
