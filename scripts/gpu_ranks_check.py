@@ -102,8 +102,14 @@ def worker(args) -> None:
         sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport)
         setup_s = time.perf_counter() - t0
         peak_setup = comm.gather(_peak_host_mb(), root=0)
-        for _ in range(args.warmup):
+
+        def progress(what):                   # (read back when a run hits --timeout)
+            if comm.rank == 0:
+                print(f"[{time.perf_counter() - t0:8.1f} s] {what}", flush=True)
+        progress(f"set-up done ({setup_s:.1f} s)")
+        for j in range(args.warmup):
             sim.step()
+            progress(f"warm-up step {j + 1}")
         sim.timers.reset()        # the stage timers cover the timed steps only
         t = sim.transport
         b0, s0 = t.bytes_sent, getattr(t, "seconds", None)
@@ -119,6 +125,7 @@ def worker(args) -> None:
         halo_bytes = comm.allreduce(t.bytes_sent - b0, op=MPI.SUM) / n
         halo_s = (None if s0 is None
                   else comm.allreduce(t.seconds - s0, op=MPI.SUM) / comm.size / n)
+        progress(f"{args.steps} timed steps")
         captured = sim.stepper.graphs.captured
         timers = sim.timers.as_dict()
         plain, plain_timers, plain_halo = [], {}, None
@@ -181,8 +188,14 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd += ["--mesh", *map(str, mesh)]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=args.timeout, check=False)
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=args.timeout, check=False)
+    except subprocess.TimeoutExpired as exc:     # what the ranks printed says where they were
+        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                    for x in (exc.stdout, exc.stderr))
+        return None, (f"mpiexec -n {k} ran past --timeout {args.timeout:g} s; its output "
+                      f"so far:\n{out[-3000:]}\n{err[-3000:]}")
     if proc.returncode != 0:
         return None, f"mpiexec -n {k} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     res = json.loads(Path(out + ".json").read_text())
