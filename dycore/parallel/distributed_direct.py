@@ -23,8 +23,9 @@ host until it has finished: issued from Python, the step's next stages then reac
 (two GPUs, 4.42 M tets: 107.1 ms against 102.2 ms replicated). With each Picard iteration
 captured as one graph per rank they cost one graph launch after the stall, and the distributed
 factorisation gives the shorter step (four H200s: 48.9 against 69.8 ms), so ``factorisation:
-auto`` distributes from :data:`MGMN_MIN_ROWS` rows; the distributed factors are spread over the GPUs (2.83 G nonzeros over
-both at 4.42 M tets, against 2.98 G on each GPU replicated; per-GPU memory not measured).
+auto`` distributes from :data:`MGMN_MIN_ROWS` rows; the distributed factors are spread over
+the GPUs (2.83 G nonzeros over both at 4.42 M tets, against 2.98 G on each GPU replicated;
+per-GPU memory not measured).
 """
 from __future__ import annotations
 

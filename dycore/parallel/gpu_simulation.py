@@ -256,18 +256,22 @@ class GpuRankSimulation(DistributedSimulation):
         importable, at most AUTO_DIRECT_MAX_ROWS rows — K times that where the K ranks share
         one factorisation), else CG. A direct solve on K > 1 ranks is one factorisation
         distributed over the GPUs or one replicated on each (:meth:`_factorisation`, decided
-        first). Measured on four H200s (docs/performance.md): 8.85 M tets (1.48 M rows) the
-        step 124.7 ms with the distributed factorisation against 1,071 ms with CG and
-        rank-local V-cycles. Returns the keyword arguments of DeviceDistributedSystems:
+        first; an explicit ``distributed`` that some rank cannot join is an error only where
+        the solve is direct). Measured on four H200s (docs/performance.md; exact reduction):
+        8.85 M tets (1.48 M rows) the step 124.7 ms with the distributed factorisation against
+        1,071 ms with CG and rank-local V-cycles. Returns the keyword arguments of DeviceDistributedSystems:
         {} for CG; {"direct": DistributedDirectPressure}; or for the replicated solve rank 0's
         global matrix broadcast to every rank, the owned global ids of every rank and rank 0's
         cached cuDSS ordering (or None)."""
         from dycore.parallel.device_direct import broadcast_csr, shared_ordering
         from dycore.solvers.direct import AUTO_DIRECT_MAX_ROWS, on_gpu, pressure_method
         comm = self.comm
-        shared = None            # the factorisation of a direct solve on K ranks
+        shared, refused = None, None     # the factorisation of a direct solve on K ranks
         if comm.size > 1 and cfg.method in ("auto", "direct"):
-            shared = self._factorisation(cfg)
+            try:
+                shared = self._factorisation(cfg)
+            except ConfigError as exc:       # an explicit distributed that cannot be had:
+                refused = exc                # an error only where the solve is direct
         limit = AUTO_DIRECT_MAX_ROWS * (comm.size if shared == "distributed" else 1)
         method, why = pressure_method(cfg, self.backend, self.nnodes, max_rows=limit)
         if cfg.method == "auto":
@@ -278,6 +282,8 @@ class GpuRankSimulation(DistributedSimulation):
                 log.info("solvers.pressure.method auto on GPU ranks: %s (%s)", method, why)
         if method != "direct":
             return {}
+        if refused is not None:
+            raise refused
         if shared == "distributed":
             from dycore.parallel.distributed_direct import (DistributedDirectPressure,
                                                             distributed_numbering,

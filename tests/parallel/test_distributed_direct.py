@@ -199,3 +199,21 @@ def test_auto_factorises_k_times_the_one_gpu_rows_when_k_ranks_share_the_factor(
     method, why = pressure_method(cfg, gpu, 5 * AUTO_DIRECT_MAX_ROWS,
                                   max_rows=4 * AUTO_DIRECT_MAX_ROWS)
     assert method == "cg" and "rows > 4,000,000" in why
+
+
+def test_an_explicit_distributed_factorisation_that_cannot_be_had_fails_only_a_direct_solve():
+    """``factorisation: distributed`` on ranks that cannot join: with ``method: auto`` resolved
+    to CG (a strict run) the run goes on with CG; with ``method: direct`` the ConfigError of
+    _factorisation names the key."""
+    def refuse(cfg):
+        raise ConfigError("solvers.pressure.factorisation: distributed: rank 1 cannot join")
+    comm = SimpleNamespace(size=2, rank=0, allgather=lambda v: [v, v])
+    strict = SimpleNamespace(name="gpu", simulator=False, solver_mode="device",
+                             assembly="deterministic", strict=True)
+    sim = SimpleNamespace(comm=comm, backend=strict, nnodes=1000, _factorisation=refuse)
+    base = load_config("configs/mountainwave3d_small.yaml").solvers.pressure
+    auto = base.model_copy(update={"method": "auto", "factorisation": "distributed"})
+    assert GpuRankSimulation._direct_pressure(sim, auto, None, {}) == {}
+    direct = auto.model_copy(update={"method": "direct"})
+    with pytest.raises(ConfigError, match="factorisation: distributed: rank 1"):
+        GpuRankSimulation._direct_pressure(sim, direct, None, {})
