@@ -159,7 +159,8 @@ def test_gpu_ranks_accept_direct_and_choose_it_as_the_serial_run_would(backend, 
     assert got["ordering"] is None                                 # no set-up cache
     assert sim._direct_pressure(cfg("auto"), a, None) == {}       # strict
     assert sim._direct_pressure(cfg("cg"), a, None) == {}
-    monkeypatch.setattr(direct, "pressure_method", lambda cfg, b, n: ("direct", "test"))
+    monkeypatch.setattr(direct, "pressure_method",
+                        lambda cfg, b, n, max_rows=None: ("direct", "test"))
     assert sim._direct_pressure(cfg("auto"), a, None)["pressure_global"] is a
 
 
