@@ -157,7 +157,8 @@ def worker(args) -> None:
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "pressure_method": sim.systems.pressure_method,
                 "timers_rank0": timers, "captured_iterations": captured,
-                "step_s_uncaptured": plain, "halo_bytes_per_step_uncaptured": plain_halo, "timers_rank0_uncaptured": plain_timers},
+                "step_s_uncaptured": plain, "halo_bytes_per_step_uncaptured": plain_halo,
+                "timers_rank0_uncaptured": plain_timers},
                 default=float))
         sim.close()               # graphs, then the NCCL communicator: the ranks can exit
 

@@ -207,7 +207,6 @@ class DeviceDistributedSystems:
         self.inline = False
         #: verify every solve on the host (until a step's solves all converged)
         self.check = True
-        self._inline_solves = 0
 
     @property
     def graph_ready(self) -> bool:
@@ -238,18 +237,19 @@ class DeviceDistributedSystems:
         """Zero the iteration counts of the step (and the inline solves' statistics: a
         kernel)."""
         self._its = dict.fromkeys(self._its, 0)
-        self._inline_solves = 0
         self.b.fill(self.stats)
 
     def end_step(self):
         """(dict system -> iterations over the step, whether every solve converged).
 
         Solves issued from Python raise when they fail; those issued inline (in a captured
-        iteration) are verified here with one device→host copy of the statistics. After a
-        step whose solves all converged the next steps may capture their iterations; after
-        one that fell short, every solve is checked again."""
+        iteration, or replayed from one) are verified here with one device→host copy of the
+        statistics, read whenever iterations may have been captured (``graph_ready`` holds
+        from the capture to the end of the step). After a step whose solves all converged the
+        next steps may capture their iterations; after one that fell short, every solve is
+        checked again."""
         its, ok = dict(self._its), True
-        if self._inline_solves or self.graph_ready:   # (replayed iterations' solves too)
+        if self.graph_ready:
             host = np.asarray(self.b.to_host(self.stats))
             for i, name in enumerate(SLOTS):
                 its[name] += int(host[2 * i])
@@ -258,12 +258,12 @@ class DeviceDistributedSystems:
         return its, ok
 
     def _issue(self, name, solver, rhs_owned):
-        """The solve of ``name`` with its right-hand side already in ``solver.rhs``: inline
-        (budgeted iterations into the caller's capture, verified by :meth:`end_step`) or
-        issued now and checked."""
+        """The solve of ``name`` for the owned right-hand side ``rhs_owned``: inline (copied
+        into ``solver.rhs``, budgeted iterations into the caller's capture, verified by
+        :meth:`end_step`) or issued now and checked."""
         if self.inline:
+            solver.rhs[...] = rhs_owned
             solver.issue_inline(self.stats, 2 * SLOTS.index(name))
-            self._inline_solves += 1
             return solver.x
         x, its = solver.solve(rhs_owned)
         self._its[name] += its
@@ -280,8 +280,6 @@ class DeviceDistributedSystems:
         s = self.solvers[name]
         s.load(values, self.perm)
         owned = rhs.reshape(-1)[:self.n_owned * block]
-        if self.inline:
-            s.rhs[...] = owned
         return self._local(self._issue(name, s, owned), block, block)
 
     def tracer(self, values, rhs, x0=None):
@@ -299,7 +297,4 @@ class DeviceDistributedSystems:
         exchange; CG's owned solution has its ghosts filled by one."""
         if self.direct is not None:
             return self.direct.solve(rhs)[0]
-        owned = rhs[:self.n_owned]
-        if self.inline:
-            self.pcg.rhs[...] = owned
-        return self._local(self._issue("pressure", self.pcg, owned), "p", 1)
+        return self._local(self._issue("pressure", self.pcg, rhs[:self.n_owned]), "p", 1)
