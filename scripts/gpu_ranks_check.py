@@ -4,7 +4,7 @@
         [--reduction auto|exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
         [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
         [--mesh-one NX NY NZ] [--weak NX NY NZ] [--factorisation distributed|replicated]
-        [--ab-graphs] [--json out.json]
+        [--ab-graphs] [--ab-reductions] [--json out.json]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -29,7 +29,9 @@ solve runs on K ranks (``solvers.pressure.factorisation``). ``--ab-graphs``: aft
 steps (whose Picard iterations are captured, one graph per rank, once the solves have learnt
 their budgets), one more warm-up and as many steps with the iterations issued from Python
 (``stepper.graphs.enabled = False``, the solves replaying their own graphs), in the same
-processes: the step time and stage timers of both.
+processes: the step time and stage timers of both. ``--ab-reductions``: then two more steps
+and as many timed ones, captured again, with the rank BiCGStab's s·s reduced on its own (four
+reductions per iteration against the default three; the same iterates).
 
 Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
 the median step time [ms], the halo kB per step (counted where the transport is called from
@@ -142,6 +144,19 @@ def worker(args) -> None:
             plain_timers = sim.timers.as_dict()
             # (a replayed graph's exchanges pass no Python: their bytes are counted here)
             plain_halo = comm.allreduce(t.bytes_sent - b1, op=MPI.SUM) / args.steps
+            sim.stepper.graphs.enabled = True
+        four = []
+        if args.ab_reductions and args.steps:  # BiCGStab with s·s reduced on its own
+            for s in sim.systems.solvers.values():
+                s.set_merged(False)
+            sim.stepper.graphs.clear()
+            for _ in range(2):                  # checked (budgets learnt), then captured
+                sim.step()
+            for _ in range(args.steps):
+                comm.Barrier()
+                t1 = time.perf_counter()
+                sim.step()
+                four.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
         fields = sim.gather_fields()
         peak = comm.gather(_peak_host_mb(), root=0)
         if comm.rank == 0:
@@ -157,6 +172,7 @@ def worker(args) -> None:
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "pressure_method": sim.systems.pressure_method,
                 "timers_rank0": timers, "captured_iterations": captured,
+                "step_s_four_reductions": four,
                 "step_s_uncaptured": plain, "halo_bytes_per_step_uncaptured": plain_halo,
                 "timers_rank0_uncaptured": plain_timers},
                 default=float))
@@ -177,6 +193,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
            "--reduction", args.reduction, "--transport", args.transport]
     if args.ab_graphs:
         cmd.append("--ab-graphs")
+    if args.ab_reductions:
+        cmd.append("--ab-reductions")
     if args.deterministic:
         cmd.append("--deterministic")
     if args.pressure:
@@ -223,6 +241,9 @@ def _summary(res: dict) -> dict:
             "halo_values_rank0": res["halo_values_rank0"],
             "pressure_method": res["pressure_method"],
             "captured_iterations": res["captured_iterations"],
+            "step_ms_median_four_reductions": (
+                round(1e3 * float(np.median(res["step_s_four_reductions"])), 3)
+                if res["step_s_four_reductions"] else None),
             "step_ms_median_uncaptured": (round(1e3 * float(np.median(res["step_s_uncaptured"])),
                                                 3) if res["step_s_uncaptured"] else None),
             "iterations_last_step": res["iterations"][-1] if res["iterations"] else None}
@@ -256,6 +277,9 @@ def main(argv=None) -> int:
     p.add_argument("--ab-graphs", action="store_true",
                    help="after the timed steps, as many more in the same process with the "
                         "Picard iterations issued from Python (not captured): an A/B")
+    p.add_argument("--ab-reductions", action="store_true",
+                   help="then as many steps (captured again) with the rank BiCGStab's s·s "
+                        "reduced on its own: four reductions per iteration against three")
     p.add_argument("--json")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

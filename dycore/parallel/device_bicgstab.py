@@ -19,8 +19,10 @@ recurrences ``OP_*`` of ``finish``) with its dot products taken across the ranks
   (:func:`~dycore.parallel.partition.owned_row_order`), summed one thread per row from 0.0
   (``g = 1``, SciPy's order), so every owned entry of A x is the serial product's bits.
 
-Per iteration: two halo exchanges (p̂, ŝ) and four reductions (r̂·v; s·s; t·s with t·t;
-r·r with r̂·r). Stopping test ‖r‖² ≤ max(rtol²·‖b‖², atol²) (the serial device solver's, in
+Per iteration: two halo exchanges (p̂, ŝ) and three reductions (r̂·v; s·s with t·s and t·t —
+the half-step convergence test on s is applied from the same reduction as ω, after t = A ŝ,
+which gives the iterates of testing s first and costs one product more in the last iteration
+only; r·r with r̂·r). Stopping test ‖r‖² ≤ max(rtol²·‖b‖², atol²) (the serial device solver's, in
 squares). With the exact reduction, deterministic assembly and ``g = 1`` every operation on an
 owned entry is independent of the partition, so 1, 2 and 4 GPU ranks give the same bits.
 
@@ -185,7 +187,7 @@ class DeviceRankBiCGStab(ReplayedSolve):
         self.minv = z(n * self.bs * self.bs)
         self.partial = z((la.nblocks(m), 2))                 # the kernels' unfinished partials
         self.halo = DeviceHaloExchange(backend, transport, plan, self.bs)
-        self.red = rank_reducer(backend, transport, reduction, 2, **(reducer_options or {}))
+        self.red = rank_reducer(backend, transport, reduction, 3, **(reducer_options or {}))
         self.scalar_op = _scalar_kernel(bool(getattr(backend, "strict", False)))
         self.maxiter = int(maxiter)
         self.iterations = 0
@@ -194,6 +196,18 @@ class DeviceRankBiCGStab(ReplayedSolve):
         self._first = self._more = None
         self.budget, self.replayed = 0, False
         self._views: dict = {}
+        #: s·s reduced with t·s and t·t (three reductions per iteration); False: s·s on its
+        #: own before t = A ŝ (four; the same iterates) — :meth:`set_merged`
+        self.merged = True
+
+    def set_merged(self, merged: bool) -> None:
+        """Reduce s·s with t·s and t·t (True, the default) or on its own (False: one more
+        reduction per iteration, the same iterates; an A/B switch). The replay graphs are
+        dropped: the next solve is checked and learns its budget again (the caller clears
+        the stepper's captured iterations)."""
+        self.merged = bool(merged)
+        self._first = self._more = None
+        self.budget = 0
 
     # -- helpers -----------------------------------------------------------------------------
     def _nb(self, a):
@@ -216,6 +230,16 @@ class DeviceRankBiCGStab(ReplayedSolve):
         yield
         self.red.finish_on_device()
         self.b.launch(self.scalar_op, (1, 1), self._nb(self.red.values), op, self._ctl)
+
+    def _reduce_ops(self, ops, *pairs):
+        """Post the global dots of ``pairs`` at once (yields once), then apply the recurrences
+        ``ops`` in order, ``ops[0]`` reading the first value and ``ops[1]`` the next two."""
+        self.red.post_dots(*pairs)
+        yield
+        self.red.finish_on_device()
+        vals = self.red.values
+        self.b.launch(self.scalar_op, (1, 1), self._nb(vals), ops[0], self._ctl)
+        self.b.launch(self.scalar_op, (1, 1), self._nb(vals[1:]), ops[1], self._ctl)
 
     def _exchange(self, local):
         self.halo.begin(local)
@@ -260,10 +284,18 @@ class DeviceRankBiCGStab(ReplayedSolve):
         yield from self._reduce(K.OP_BI_ALPHA, (self.rhat, self.v))
         la.launch(k.bi_update_s, n, nb(self.r), nb(self.v), nb(self.x), nb(phat),
                   nb(self.minv), bs, nb(shat), part, -1, ctl, la.ticket)
-        yield from self._reduce(K.OP_BI_S, (self.r, self.r))            # s·s (s is in r)
+        if not self.merged:                                              # (the A/B)
+            yield from self._reduce(K.OP_BI_S, (self.r, self.r))        # s·s (s is in r)
         yield from self._exchange(self.shat)
         la.spmv(self.a, nb(self.shat.reshape(-1)), nb(self.tv), ctl=ctl)
-        yield from self._reduce(K.OP_BI_OMEGA, (self.tv, self.r), (self.tv, self.tv))
+        if self.merged:
+            # s·s with t·s and t·t in ONE reduction: the half-step check (OP_BI_S) applied
+            # before ω (OP_BI_OMEGA, a no-op once it has stopped the solve) — the iterates of
+            # checking s before t = A ŝ, one global reduction fewer per iteration
+            yield from self._reduce_ops((K.OP_BI_S, K.OP_BI_OMEGA), (self.r, self.r),
+                                        (self.tv, self.r), (self.tv, self.tv))
+        else:
+            yield from self._reduce(K.OP_BI_OMEGA, (self.tv, self.r), (self.tv, self.tv))
         la.launch(k.update_xr, m, nb(self.x), nb(self.r), nb(shat), nb(self.tv), K.OMEGA,
                   nb(self.rhat), 1, part, -1, ctl, la.ticket)
         yield from self._reduce(K.OP_BI_R, (self.r, self.r), (self.rhat, self.r))

@@ -9,7 +9,9 @@ one process (the 36-node mesh's assembled systems, METIS partitions):
   the 3×3 inverses are the device's cofactor formula, not LAPACK's);
 - the "sum" reduction converges to the same tolerance; a solve that stops short raises;
 - later solves replay the first one's learnt budget (2 loopback ranks: re-issued in lock
-  step; 1 rank: captured, which the simulator re-issues) with the checked solve's bits.
+  step; 1 rank: captured, which the simulator re-issues) with the checked solve's bits;
+- s·s reduced with t·s and t·t (three reductions per iteration, the default) gives the bits of
+  s·s reduced on its own (four).
 """
 from types import SimpleNamespace
 
@@ -191,3 +193,36 @@ def test_lean_momentum_products_give_the_full_products_bits(backend, tiny_system
         assert not np.array_equal(x_wrong, x_full)
     except SolverDivergedError:  # (or one that does not converge as fast)
         pass
+
+
+@pytest.mark.parametrize("name", ("tracer", "momentum"))
+def test_s_check_reduced_with_omega_gives_the_bits_of_its_own_reduction(backend, tiny_systems,
+                                                                        one_rank, name):
+    """The default reduces s·s together with t·s and t·t (three reductions per iteration);
+    ``set_merged(False)`` reduces s·s on its own before t = A ŝ (four): the same solution and
+    iteration count bit for bit on 2 ranks, and rank 0 posts 3 against 4 reductions per issued
+    iteration (plus the start's one)."""
+    out, calls = {}, {}
+    for merged in (True, False):
+        solvers, rhs, rps = _solvers(backend, tiny_systems, name, 2)
+        posted = []
+        red = solvers[0].red
+        post = red.post_dots
+
+        def counting(*pairs, post=post, posted=posted):
+            posted.append(len(pairs))
+            return post(*pairs)
+        red.post_dots = counting
+        for sol in solvers:
+            sol.set_merged(merged)
+        res = solve_lockstep(solvers, rhs)
+        out[merged] = (_gathered(backend, tiny_systems, rps, res, 3 if name == "momentum"
+                                 else 1), [its for _, its in res])
+        calls[merged] = posted
+    assert np.array_equal(out[True][0], out[False][0])
+    assert out[True][1] == out[False][1] and out[True][1][0] >= 2
+    assert np.array_equal(out[True][0], one_rank[name][0])
+    issued = (len(calls[True]) - 1) / 3
+    assert issued == int(issued) and issued >= out[True][1][0]
+    assert len(calls[False]) - 1 == 4 * issued
+    assert calls[True].count(3) == issued            # s·s, t·s, t·t in one reduction
