@@ -52,7 +52,7 @@ ROUND_BLOCK = 128
 _CACHE: dict = {}
 
 
-def _build(jit) -> dict:
+def _build(jit, runs: bool = True, parallel_round: bool = True) -> dict:
     nb, emin, nparts = _NB, _EMIN, NPARTS
     mant, split = 2.0 ** 53, 2.0 ** 26
 
@@ -69,13 +69,27 @@ def _build(jit) -> dict:
             x[idx[i] * bs + q - i * bs] = buf[q]
 
     def exact_dot_parts(x, y, n, parts):
-        """parts[:NPARTS] += exact parts of Σ_{i<n} x[i]·y[i] (grid-stride over i)."""
+        """parts[:NPARTS] += exact parts of Σ_{i<n} x[i]·y[i]. With ``runs``, block k takes
+        the k-th contiguous chunk of i and its threads stride through it by the block size,
+        each thread summing the halves of its consecutive products of one exponent in
+        registers and adding such a run to the shared buckets when the exponent changes;
+        without, a grid-stride loop adds every product's halves to the shared buckets."""
         sh = cuda.shared.array(nparts, int64)
         t = cuda.threadIdx.x
         for j in range(t, nparts, cuda.blockDim.x):
             sh[j] = 0
         cuda.syncthreads()
-        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        if runs:
+            chunk = (n + cuda.gridDim.x - 1) // cuda.gridDim.x
+            first = cuda.blockIdx.x * chunk + t
+            stop = min(n, cuda.blockIdx.x * chunk + chunk)
+            step = cuda.blockDim.x
+        else:
+            first, stop, step = cuda.grid(1), n, cuda.gridsize(1)
+        cur = -1                                   # the bucket of the run held in registers
+        run_hi = int64(0)
+        run_lo = int64(0)
+        for i in range(first, stop, step):
             p = x[i] * y[i]
             if p != p:
                 cuda.atomic.add(sh, 2 * nb, 1)
@@ -89,8 +103,22 @@ def _build(jit) -> dict:
                 hi = math.trunc(m / split)         # |hi| < 2^27
                 lo = m - hi * split                # |lo| < 2^26, exact
                 b = e - emin
-                cuda.atomic.add(sh, b, int64(hi))
-                cuda.atomic.add(sh, nb + b, int64(lo))
+                if not runs:
+                    cuda.atomic.add(sh, b, int64(hi))
+                    cuda.atomic.add(sh, nb + b, int64(lo))
+                    continue
+                if b != cur:                       # (a run of < 2^36 products cannot overflow)
+                    if cur >= 0:
+                        cuda.atomic.add(sh, cur, run_hi)
+                        cuda.atomic.add(sh, nb + cur, run_lo)
+                    cur = b
+                    run_hi = int64(0)
+                    run_lo = int64(0)
+                run_hi += int64(hi)
+                run_lo += int64(lo)
+        if cur >= 0:
+            cuda.atomic.add(sh, cur, run_hi)
+            cuda.atomic.add(sh, nb + cur, run_lo)
         cuda.syncthreads()
         for j in range(t, nparts, cuda.blockDim.x):
             if sh[j] != 0:
@@ -100,16 +128,21 @@ def _build(jit) -> dict:
 
     def exact_round(parts, ndots, out):
         """out[i] = the float64 nearest to the exact sum of parts[i·NPARTS:(i+1)·NPARTS]: block
-        i (any block size) finds the span of non-zero buckets, its thread 0 rounds."""
+        i (any block size) finds the span of non-zero buckets and adds them into base-2^32
+        digits (with ``parallel_round`` every thread some buckets, else thread 0 alone); its
+        thread 0 propagates the carries and rounds."""
         i = cuda.blockIdx.x
         if i >= ndots:
             return
         base = i * nparts
         span = cuda.shared.array(2, int64)        # first and last non-zero bucket
+        acc = cuda.shared.array(72, int64)        # the total's signed base-2^32 digits
         t = cuda.threadIdx.x
         if t == 0:
             span[0] = nb
             span[1] = -1
+        for d in range(t, ndig, cuda.blockDim.x):
+            acc[d] = 0
         cuda.syncthreads()
         first, last = int64(nb), int64(-1)
         for j in range(t, 2 * nb, cuda.blockDim.x):     # coalesced, every thread
@@ -121,36 +154,37 @@ def _build(jit) -> dict:
             cuda.atomic.min(span, 0, first)
             cuda.atomic.max(span, 1, last)
         cuda.syncthreads()
-        if t != 0:
-            return
         nan, pinf, ninf = parts[base + 2 * nb], parts[base + 2 * nb + 1], parts[base + 2 * nb + 2]
-        if nan != 0 or (pinf != 0 and ninf != 0):
-            out[i] = math.nan
+        if nan != 0 or pinf != 0 or ninf != 0:       # (every thread returns alike)
+            if t == 0:
+                if nan != 0 or (pinf != 0 and ninf != 0):
+                    out[i] = math.nan
+                else:
+                    out[i] = math.inf if pinf != 0 else -math.inf
             return
-        if pinf != 0 or ninf != 0:
-            out[i] = math.inf if pinf != 0 else -math.inf
-            return
-        acc = cuda.local.array(72, int64)
-        for d in range(ndig):
-            acc[d] = 0
-        for b in range(span[0], span[1] + 1):     # the zero buckets outside add nothing
-            for half in range(2):
+        first, width = span[0], 2 * (span[1] - span[0] + 1)
+        if parallel_round or t == 0:
+            step = cuda.blockDim.x if parallel_round else 1
+            for j in range(t if parallel_round else 0, width, step):
+                half = j & 1
+                b = first + (j >> 1)              # the zero buckets outside add nothing
                 v = parts[base + half * nb + b]
-                if v == 0:
-                    continue
                 sgn = int64(1)
                 if v < 0:
                     sgn = int64(-1)
                     v = -v
                 pos = b + 26 * (1 - half)                 # hi·2^(b+26), lo·2^b
-                while v > 0:
+                while v > 0:                      # 16-bit pieces: no digit can overflow
                     piece = v & 0xFFFF
                     v >>= 16
                     d = pos >> 5
                     val = piece << (pos & 31)             # < 2^47
-                    acc[d] += sgn * (val & 0xFFFFFFFF)
-                    acc[d + 1] += sgn * (val >> 32)
+                    cuda.atomic.add(acc, d, sgn * (val & 0xFFFFFFFF))
+                    cuda.atomic.add(acc, d + 1, sgn * (val >> 32))
                     pos += 16
+        cuda.syncthreads()
+        if t != 0:
+            return
         sign = 1.0
         for rounds in range(2):                       # carries; again after a negation
             for d in range(ndig - 1):
@@ -198,10 +232,15 @@ def _build(jit) -> dict:
                                            ("exact_round", exact_round))}
 
 
-def get_rank_kernels(strict: bool = False) -> dict:
+def get_rank_kernels(strict: bool = False, runs: bool = True,
+                     parallel_round: bool = True) -> dict:
     """The GPU-rank kernels (name -> compiled kernel), built on first use through the one
-    compile path :func:`dycore.backend.gpu_kernels.kernel_compiler`."""
-    if strict not in _CACHE:
+    compile path :func:`dycore.backend.gpu_kernels.kernel_compiler`. ``runs`` and
+    ``parallel_round`` (A/B switches, the same integers and bits either way:
+    ``scripts/device/exact_dot_timing.py``) choose how ``exact_dot_parts`` adds into its
+    shared buckets and whether every thread of ``exact_round`` adds buckets into the digits."""
+    key = (strict, bool(runs), bool(parallel_round))
+    if key not in _CACHE:
         from dycore.backend.gpu_kernels import kernel_compiler
-        _CACHE[strict] = _build(kernel_compiler(strict))
-    return _CACHE[strict]
+        _CACHE[key] = _build(kernel_compiler(strict), *key[1:])
+    return _CACHE[key]

@@ -1,8 +1,10 @@
 """The GPU-rank building blocks under numba-cuda's simulator, K ranks in one process.
 
 - ``exact_dot_parts`` gives the same integers as the NumPy ``exact_parts`` (wide exponent
-  range, subnormals, signed zeros, NaN and infinities), and the parts of a split vector add up
-  to the parts of the whole;
+  range, subnormals, signed zeros, NaN and infinities; smooth fields whose products run in one
+  exponent), with and without the runs summed in registers, and the parts of a split vector
+  add up to the parts of the whole; ``exact_round`` gives ``math.fsum``'s bits with one thread
+  or every thread adding the buckets;
 - :class:`DeviceExactReducer` over 1–4 loopback ranks gives ``math.fsum`` of the global
   products bit for bit, whatever the partition;
 - :class:`DeviceHaloExchange` over a METIS partition fills every ghost slot (depth 1 and 2,
@@ -40,22 +42,51 @@ def _awkward(rng, n):
     return x, y
 
 
-def _parts(backend, x, y, blocks=3):
+def _smooth(n):
+    """Products of two smooth fields over a few binades: long runs of one exponent per
+    thread (what the ``runs`` accumulation sums in registers), and negative products."""
+    s = np.linspace(0.0, 6.0, n)
+    return 1.0 + 0.9 * np.sin(s) + 1e-3 * np.cos(7 * s), np.exp(np.sin(3 * s)) - 0.2
+
+
+def _parts(backend, x, y, blocks=3, runs=True):
     out = backend.zeros(NPARTS, np.int64)
-    backend.launch(get_rank_kernels()["exact_dot_parts"], (blocks, 32), backend.nb(x),
-                   backend.nb(y), x.shape[0], backend.nb(out))
+    backend.launch(get_rank_kernels(runs=runs)["exact_dot_parts"], (blocks, 32),
+                   backend.nb(x), backend.nb(y), x.shape[0], backend.nb(out))
     return np.asarray(backend.to_host(out))
 
 
-def test_exact_parts_kernel_equals_numpy(backend):
-    rng = np.random.default_rng(3)
-    x, y = _awkward(rng, 400)
-    got = _parts(backend, x, y)
+@pytest.mark.parametrize("runs", (True, False))
+@pytest.mark.parametrize("data", ("awkward", "smooth"))
+def test_exact_parts_kernel_equals_numpy(backend, runs, data):
+    x, y = _awkward(np.random.default_rng(3), 400) if data == "awkward" else _smooth(700)
+    got = _parts(backend, x, y, runs=runs)
     assert np.array_equal(got, exact_parts(x * y))
     assert parts_to_float(got) == math.fsum(x * y)
     # disjoint pieces add, as integers, to the whole
-    a, b = _parts(backend, x[:150], y[:150]), _parts(backend, x[150:], y[150:], blocks=1)
+    a = _parts(backend, x[:150], y[:150], runs=runs)
+    b = _parts(backend, x[150:], y[150:], blocks=1, runs=runs)
     assert np.array_equal(a + b, got)
+
+
+@pytest.mark.parametrize("parallel_round", (True, False))
+def test_exact_round_kernel_is_fsum(backend, parallel_round):
+    """The rounding kernel over several dot products at once (one block each): cancellation,
+    a wide span of exponents, an exact zero, +inf, NaN — the bits of ``math.fsum`` (NaN and
+    inf as :func:`parts_to_float`)."""
+    rng = np.random.default_rng(5)
+    cases = [_awkward(rng, 300), _smooth(500), (np.array([1e300, -1e300]), np.ones(2)),
+             (np.array([1.0, np.inf]), np.ones(2)), (np.array([np.nan, 1.0]), np.ones(2)),
+             (np.array([2.0 ** -1074, 2.0 ** -1074]), np.array([1.0, 0.5]))]
+    parts = np.concatenate([exact_parts(x * y) for x, y in cases])
+    out = backend.zeros(len(cases))
+    backend.launch(get_rank_kernels(parallel_round=parallel_round)["exact_round"],
+                   (len(cases), 32), backend.nb(backend.to_device(parts)), len(cases),
+                   backend.nb(out))
+    got = np.asarray(backend.to_host(out))
+    want = [parts_to_float(exact_parts(x * y)) for x, y in cases]
+    assert want[0] == math.fsum(cases[0][0] * cases[0][1]) and want[2] == 0.0
+    assert np.array_equal(got, np.array(want), equal_nan=True), (got, want)
 
 
 def test_exact_parts_kernel_counts_non_finite(backend):
