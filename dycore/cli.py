@@ -128,6 +128,9 @@ def _add_run(parser: argparse.ArgumentParser) -> None:
                         help="override backend.assembly (GPU)")
     parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
                         help="override backend.strict (GPU: no FMA contraction)")
+    parser.add_argument("--reduction", choices=("auto", "exact", "allreduce"),
+                        help="override backend.reduction (exact: correctly rounded dot "
+                             "products; one GPU then gives the GPU ranks' bits)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--nvtx", action="store_true",
                         help="NVTX ranges around every timed stage, named as the stage timers, "
@@ -203,7 +206,7 @@ def _with_set(args: argparse.Namespace, overrides: dict) -> tuple[dict, tuple[st
 _FLAG_OF = {"time.t_end": "--t-end", "output.path": "--output", "output.progress":
             "--no-progress / --quiet", "backend.name": "--backend",
             "backend.solver_mode": "--solver-mode", "backend.assembly": "--assembly",
-            "backend.strict": "--strict / --no-strict"}
+            "backend.strict": "--strict / --no-strict", "backend.reduction": "--reduction"}
 
 
 def _flat_values(tree: dict, prefix: str = "") -> dict:
@@ -278,6 +281,8 @@ def _run_overrides(args: argparse.Namespace) -> dict:
         overrides.setdefault("backend", {})["assembly"] = args.assembly
     if args.strict is not None:
         overrides.setdefault("backend", {})["strict"] = args.strict
+    if getattr(args, "reduction", None) is not None:
+        overrides.setdefault("backend", {})["reduction"] = args.reduction
     return overrides
 
 

@@ -4,7 +4,7 @@
         [--reduction auto|exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
         [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
         [--mesh-one NX NY NZ] [--weak NX NY NZ] [--factorisation distributed|replicated]
-        [--ab-graphs] [--ab-reductions] [--json out.json]
+        [--ab-graphs] [--ab-reductions] [--serial exact,auto] [--json out.json]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -31,7 +31,13 @@ their budgets), one more warm-up and as many steps with the iterations issued fr
 (``stepper.graphs.enabled = False``, the solves replaying their own graphs), in the same
 processes: the step time and stage timers of both. ``--ab-reductions``: then two more steps
 and as many timed ones, captured again, with the rank BiCGStab's s·s reduced on its own (four
-reductions per iteration against the default three; the same iterates).
+reductions per iteration against the default three; the same iterates). ``--serial R[,R]``:
+then, for each ``backend.reduction`` R, the serial run on one GPU without MPI
+(:class:`~dycore.timestepping.simulation.Simulation` in a plain ``python3`` process, the
+1-rank mesh, the same warm-up and timed steps; ``exact`` solves with the GPU ranks' solvers
+over one rank, :mod:`dycore.parallel.one_gpu`): its median step and the max |diff| of every
+field from the K-rank and 1-rank runs (0 in every field with ``--deterministic``, exact and
+``jacobi``: one GPU without MPI gives the GPU ranks' bits; exit status 1 otherwise).
 
 Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
 the median step time [ms], the halo kB per step (counted where the transport is called from
@@ -172,11 +178,67 @@ def worker(args) -> None:
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "pressure_method": sim.systems.pressure_method,
                 "timers_rank0": timers, "captured_iterations": captured,
+                "setup_seconds_rank0": getattr(sim, "setup_seconds", {}),
                 "step_s_four_reductions": four,
                 "step_s_uncaptured": plain, "halo_bytes_per_step_uncaptured": plain_halo,
                 "timers_rank0_uncaptured": plain_timers},
                 default=float))
         sim.close()               # graphs, then the NCCL communicator: the ranks can exit
+
+
+def serial_worker(args) -> None:
+    """One GPU without MPI: Simulation with ``backend.reduction`` = ``args.serial_reduction``,
+    warm-up, timed steps (host clock around ``step()``), fields to ``args.out``."""
+    from dycore.timestepping.simulation import Simulation
+    t0 = time.perf_counter()
+    cfg = _config(args)
+    cfg.backend.reduction = args.serial_reduction
+    sim = Simulation(cfg)
+    setup_s = time.perf_counter() - t0
+    for _ in range(args.warmup):
+        sim.step()
+    times, its = [], []
+    for _ in range(args.steps):
+        t1 = time.perf_counter()
+        diag = sim.step()
+        times.append(time.perf_counter() - t1)
+        its.append({k: diag[f"solver_iterations_{k}"] for k in ("pressure", "momentum", "tracer")})
+    b, st = sim.backend, sim.state
+    u = np.array(b.to_host(st.u))
+    fields = {"u": u[:, 0], "v": u[:, 1], "w": u[:, 2], "p": np.array(b.to_host(st.p)),
+              "theta_prime": np.array(b.to_host(st.theta_prime))}
+    fields.update({q: np.array(b.to_host(v)) for q, v in st.q.items()})
+    np.savez(args.out + ".npz", **fields)
+    Path(args.out + ".json").write_text(json.dumps({
+        "reduction": args.serial_reduction, "systems": type(sim.systems).__name__,
+        "setup_s": setup_s, "step_s": times, "iterations": its,
+        "device": sim.backend.describe()}, default=float))
+
+
+def _serial(args, reduction: str, out: str, mesh=None) -> tuple[dict | None, str]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--serial-worker", args.config,
+           "--out", out, "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--serial-reduction", reduction]
+    if args.deterministic:
+        cmd.append("--deterministic")
+    for flag in ("pressure", "method"):
+        if getattr(args, flag):
+            cmd += [f"--{flag}", getattr(args, flag)]
+    if mesh:
+        cmd += ["--mesh", *map(str, mesh)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=args.timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"serial run ({reduction}) ran past --timeout {args.timeout:g} s"
+    if proc.returncode != 0:
+        return None, (f"serial run ({reduction}) failed ({proc.returncode}):\n"
+                      f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    res = json.loads(Path(out + ".json").read_text())
+    res["fields"] = dict(np.load(out + ".npz"))
+    return res, ""
 
 
 def _mpiexec() -> str:
@@ -227,6 +289,7 @@ def _summary(res: dict) -> dict:
             "reduction": res["reduction"],
             "mesh": res["mesh"], "tets": res["tets"], "nodes": res["nodes"],
             "setup_s": round(res["setup_s"], 2),
+            "setup_s_rank0": {k: round(v, 2) for k, v in res["setup_seconds_rank0"].items()},
             "peak_host_mb_after_setup": [round(m, 1) for m in res["peak_host_mb_after_setup"]],
             "peak_host_mb": [round(m, 1) for m in res["peak_host_mb"]],
             "step_ms_median": (round(1e3 * float(np.median(res["step_s"])), 3)
@@ -280,13 +343,20 @@ def main(argv=None) -> int:
     p.add_argument("--ab-reductions", action="store_true",
                    help="then as many steps (captured again) with the rank BiCGStab's s·s "
                         "reduced on its own: four reductions per iteration against three")
+    p.add_argument("--serial", help="comma list of backend.reduction values (exact, auto): "
+                   "the serial run on one GPU without MPI, each, against the rank runs")
     p.add_argument("--json")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--serial-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--serial-reduction", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         worker(args)
+        return 0
+    if args.serial_worker:
+        serial_worker(args)
         return 0
     runs, failed = {}, []
     with tempfile.TemporaryDirectory() as tmp:
@@ -304,6 +374,14 @@ def main(argv=None) -> int:
                 failed.append(label)
             else:
                 runs[label] = res
+        serial = {}
+        for red in (args.serial.split(",") if args.serial and args.steps else []):
+            res, err = _serial(args, red, str(Path(tmp) / f"serial-{red}"), one_mesh)
+            if res is None:
+                print(err, file=sys.stderr)
+                failed.append(f"serial-{red}")
+            else:
+                serial[red] = res
     out = {"config": args.config, "steps": args.steps, "warmup": args.warmup,
            "reduction": args.reduction, "deterministic": args.deterministic,
            "runs": {k: _summary(r) for k, r in runs.items()}, "failed": failed}
@@ -326,6 +404,23 @@ def main(argv=None) -> int:
                 and cfg.solvers.pressure.preconditioner == "jacobi" and any(diff.values())):
             bad = True
             out["error"] = "deterministic exact run differs from 1 rank"
+    for red, res in serial.items():
+        row = {"systems": res["systems"], "device": res["device"],
+               "setup_s": round(res["setup_s"], 2),
+               "step_ms_median": round(1e3 * float(np.median(res["step_s"])), 3),
+               "iterations_last_step": res["iterations"][-1]}
+        for label in {args.ranks, 1} & set(runs):
+            if label == args.ranks and weak:
+                continue
+            d = {f: float(np.max(np.abs(res["fields"][f] - runs[label]["fields"][f])))
+                 for f in FIELDS}
+            row[f"max_abs_diff_vs_{label}_ranks"] = d
+            if (red == "exact" and args.deterministic
+                    and _config(args).solvers.pressure.preconditioner == "jacobi"
+                    and any(d.values())):
+                bad = True
+                out["error"] = f"one GPU without MPI (exact) differs from {label} rank(s)"
+        out.setdefault("serial", {})[red] = row
     text = json.dumps(out, indent=2, default=str)
     print(text)
     if args.json:

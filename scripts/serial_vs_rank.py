@@ -1,15 +1,17 @@
 """One GPU rank against the serial device run (no MPI), the same configuration and steps.
 
-    [NUMBA_ENABLE_CUDASIM=1] python3 scripts/serial_vs_rank.py [STEPS]
+    [NUMBA_ENABLE_CUDASIM=1] python3 scripts/serial_vs_rank.py [STEPS] [--reduction auto|exact]
 
 The configuration is the GPU-rank tests' (tests/parallel/gpu_step_driver.py: the small case
 on a 4 × 4 × 3-node mesh, deterministic assembly, strict floating point, Jacobi CG, BiCGStab).
 The rank run is ``mpiexec -n 1`` of that driver (GpuRankSimulation: correctly rounded dot
 products), the serial run is :class:`~dycore.timestepping.simulation.Simulation` in this
-process (the device solvers' block-tree dot products). Printed per step: max |diff| of p, θ′ and
-u against the field's max, whether they are bit for bit equal, and both runs' iteration counts.
-Measured under the simulator (2026-11-28): not bitwise — p 4.6e-11 of 532 after step 1, 133
-against 134 pressure-CG iterations (docs/performance.md).
+process with ``backend.reduction`` set to ``--reduction``: ``auto`` (default) keeps the serial
+device solvers (block-tree dot products), ``exact`` takes the GPU ranks' solvers over one rank
+(:mod:`dycore.parallel.one_gpu`). Printed per step: max |diff| of p, θ′ and u against the
+field's max, whether they are bit for bit equal, and both runs' iteration counts.
+Measured under the simulator (2026-11-28): with ``auto`` not bitwise — p 4.6e-11 of 532 after
+step 1, 133 against 134 pressure-CG iterations (docs/performance.md); with ``exact`` bitwise.
 """
 import subprocess
 import sys
@@ -23,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests" / "parallel"))
 sys.path.insert(0, str(ROOT))
 
 
-def main(steps: int) -> None:
+def main(steps: int, reduction: str = "auto") -> None:
     from gpu_step_driver import config
 
     from dycore.parallel.launch import find_mpiexec
@@ -34,7 +36,9 @@ def main(steps: int) -> None:
                         str(ROOT / "tests" / "parallel" / "gpu_step_driver.py"), dst,
                         str(steps), "gpu"], cwd=ROOT, check=True)
         rank = dict(np.load(dst))
-    sim = Simulation(config("gpu"))
+    cfg = config("gpu")
+    cfg.backend.reduction = reduction
+    sim = Simulation(cfg)
     b = sim.backend
     for k in range(1, steps + 1):
         diag = sim.step()
@@ -53,4 +57,9 @@ def main(steps: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("steps", type=int, nargs="?", default=2)
+    ap.add_argument("--reduction", choices=("auto", "exact"), default="auto")
+    a = ap.parse_args()
+    main(a.steps, a.reduction)

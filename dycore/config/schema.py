@@ -385,6 +385,16 @@ class BackendConfig(_Section):
                                       "with per-stage timers)")
     threads: int = _field(0, unit="threads",
                           description="CPU threads of @njit parallel loops (0 = all cores)", ge=0)
+    reduction: Literal["auto", "exact", "allreduce"] = _field(
+        "auto", unit="-",
+        description="dot products of the device solvers and MPI ranks. exact: correctly "
+                    "rounded sums (one GPU without MPI then solves with the GPU ranks' "
+                    "solvers): with deterministic assembly, strict mode and pressure jacobi "
+                    "the same bits on one GPU and on any number of GPU ranks, and on any "
+                    "number of CPU ranks; allreduce: per-rank partial sums added across ranks "
+                    "(one GPU: the device solvers' block sums); auto: exact on CPU ranks and "
+                    "on GPU ranks with deterministic assembly or strict mode, allreduce "
+                    "otherwise (one GPU: the device solvers' block sums)")
 
 
 # ------------------------------------------------------------------------------------- output

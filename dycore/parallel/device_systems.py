@@ -148,6 +148,10 @@ class DeviceDistributedSystems:
     without ``pressure_global``.
     """
 
+    #: one tracer solver for θ′ and the moisture tracers, and the transport's messages ordered
+    #: on the backend's stream: the stepper issues every solve there (no side stream)
+    one_stream = True
+
     def __init__(self, backend, transport, rp, row1, perm, pressure_rows, cfg,
                  reduction: str = "exact", reducer_options: dict | None = None,
                  block: int | None = None, pressure_global=None, owned_global=None,

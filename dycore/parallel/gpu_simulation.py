@@ -195,7 +195,8 @@ class GpuRankSimulation(DistributedSimulation):
             # a simulated block's threads meet at every syncthreads: with the default 5 ms
             # GIL switch interval each barrier costs ~10 ms (a step: 80 s, with 0.1 ms 20 s)
             sys.setswitchinterval(1e-4)
-        self.device, shared = select_rank_device(comm)
+        with self._phase("GPU selected"):
+            self.device, shared = select_rank_device(comm)
         piece, pressure_global = self._receive(config, comm,
                                                CPUBackend(threads=config.backend.threads))
         bc = config.backend
@@ -212,18 +213,23 @@ class GpuRankSimulation(DistributedSimulation):
         lmesh = Mesh(coords=piece["coords"], tets=rp.local_tets, faces=np.zeros((0, 3)),
                      face_tags=np.zeros(0), face_ele=np.zeros(0))
         lsp = build_sparsity(lmesh.tets, rp.l2g.size)
-        assembler = b.assembler(lmesh, lsp, self.timers)
-        b._ops = DeviceRankVectorOps(b, self.transport, rp.n_owned,
-                                     {k: v for k, v in ro.items() if k.startswith("exact_")})
-        self.local_ops = self._device_ops(piece, lsp)
-        direct = self._direct_pressure(config.solvers.pressure, pressure_global, piece)
+        with self._phase("local assembler and operators on the GPU"):
+            assembler = b.assembler(lmesh, lsp, self.timers)
+            b._ops = DeviceRankVectorOps(b, self.transport, rp.n_owned,
+                                         {k: v for k, v in ro.items()
+                                          if k.startswith("exact_")})
+            self.local_ops = self._device_ops(piece, lsp)
+        with self._phase("pressure factorisation (direct)"):
+            direct = self._direct_pressure(config.solvers.pressure, pressure_global, piece)
         del pressure_global
         nnf = self.local_ops.nnf
-        self.systems = DeviceDistributedSystems(
-            b, self.transport, rp, piece["row1"], owned_row_order(lsp.indptr, lsp.indices, rp),
-            piece["pressure_rows"], config.solvers, _REDUCTIONS[reduction], ro, block,
-            rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
-            coriolis=piece["coeffs"].f_cor != 0.0, **direct)
+        with self._phase("solvers (CG: the rank-local AMG hierarchy)"):
+            self.systems = DeviceDistributedSystems(
+                b, self.transport, rp, piece["row1"],
+                owned_row_order(lsp.indptr, lsp.indices, rp), piece["pressure_rows"],
+                config.solvers, _REDUCTIONS[reduction], ro, block,
+                rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
+                coriolis=piece["coeffs"].f_cor != 0.0, **direct)
         if "ordering" in direct:
             keep_ordering(comm, self.setup_cache, self.systems.direct.direct, direct["ordering"])
         del direct
@@ -239,11 +245,6 @@ class GpuRankSimulation(DistributedSimulation):
         del piece
         self.stepper = PicardStepper(b, assembler, self.local_ops, self.systems, self.coeffs,
                                      config.time, self.timers)
-        # the moisture tracers in order on the backend's stream, not on a side stream: the
-        # transport orders its messages on the stream it was made with, and the tracer solver
-        # (one for all tracers) is shared with θ′ (dycore.backend.streams)
-        from dycore.backend.streams import InlineBranch
-        self.stepper.branch = InlineBranch()
         self.stepper.speculate = False   # each Picard iteration in turn: the ranks' messages
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = rp.n_local(1)

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LoopbackWorld", "MpiStagedTransport", "NcclTransport", "close_after_graphs"]
+__all__ = ["LoopbackWorld", "MpiStagedTransport", "NcclTransport", "SelfTransport",
+           "close_after_graphs"]
 
 
 class NcclTransport:
@@ -109,6 +110,34 @@ class NcclTransport:
         self.comm.allGather(send.data.ptr, recv.data.ptr, send.size, self._type(send),
                             self.stream.ptr)
         self.allgather_bytes += send.nbytes
+
+
+class SelfTransport:
+    """The transport of a world of one rank (a serial run that takes the GPU ranks' solvers,
+    :mod:`dycore.parallel.one_gpu`): no peer to message, every all-reduce of one rank is its
+    own value (left as it is: the bits of a one-rank NCCL all-reduce), an all-gather a copy.
+    Nothing is staged or synchronised, so it can be captured into a CUDA graph."""
+
+    capturable = True
+    rank, size = 0, 1
+
+    def __init__(self):
+        self.bytes_sent = self.posts = self.allgather_bytes = 0
+
+    def post(self, sends, recvs) -> None:
+        if sends or recvs:
+            raise ValueError("a one-rank transport has no peer to message")
+
+    def complete(self) -> None:
+        pass
+
+    def allreduce(self, a, op: str = "sum") -> None:
+        if op not in ("sum", "max"):
+            raise ValueError(f"all-reduce op must be 'sum' or 'max', got {op!r}")
+
+    def allgather(self, send, recv) -> None:
+        _check_allgather(send, recv, 1)
+        recv.reshape(-1)[...] = send
 
 
 class LoopbackWorld:

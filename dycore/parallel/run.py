@@ -115,15 +115,19 @@ def _read_restart_point(config, restart, restart_at, path):
 
 
 def default_reduction(config) -> str:
-    """The ranks' dot products when the caller names none.
+    """The ranks' dot products when the caller names none: ``backend.reduction`` unless it is
+    ``auto``.
 
-    ``"exact"`` (correctly rounded: the same bits on any rank count) on CPU ranks and on GPU
-    ranks that ask for reproducible sums (``backend.assembly: deterministic`` or ``strict``);
-    ``"allreduce"`` (per-rank partials and an all-reduce sum) on GPU ranks with atomic assembly,
-    whose sums differ from run to run anyway: measured on two H200s, the paper-mesh rank step
-    62.0 ms with the exact reduction against 37.8 ms (docs/performance.md).
+    ``auto`` means ``"exact"`` (correctly rounded: the same bits on any rank count) on CPU ranks
+    and on GPU ranks that ask for reproducible sums (``backend.assembly: deterministic`` or
+    ``strict``); ``"allreduce"`` (per-rank partials and an all-reduce sum) on GPU ranks with
+    atomic assembly, whose sums differ from run to run anyway: measured on two H200s, the
+    paper-mesh rank step 62.0 ms with the exact reduction against 37.8 ms
+    (docs/performance.md).
     """
     b = config.backend
+    if b.reduction != "auto":
+        return b.reduction
     if b.name == "gpu" and b.assembly != "deterministic" and not b.strict:
         return "allreduce"
     return "exact"

@@ -27,6 +27,8 @@ the owners' values. With the exact reduction and the preconditioners of the conf
 from __future__ import annotations
 
 import gc
+import time
+from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 
 import numpy as np
@@ -86,6 +88,8 @@ class DistributedSimulation:
     part : (nnodes,) node owners on rank 0, None elsewhere; nnodes : int
     state : State over local nodes; stepper : PicardStepper; timers : StageTimers
     halo_values_per_exchange : int — ghost values this rank receives per depth-2 exchange
+    setup_seconds : dict phase -> wall seconds of this rank's set-up (the local set-up's
+        phases; GPU ranks add theirs: ``scripts/gpu_ranks_check.py`` prints rank 0's)
 
     Raises
     ------
@@ -160,6 +164,18 @@ class DistributedSimulation:
         self.part = part                            # rank 0 only (None elsewhere)
         return piece, pressure_global
 
+    @contextmanager
+    def _phase(self, name: str):
+        """Add the wall time of the ``with`` body to :attr:`setup_seconds` [name]."""
+        if not hasattr(self, "setup_seconds"):
+            self.setup_seconds = {}
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.setup_seconds[name] = (self.setup_seconds.get(name, 0.0)
+                                        + time.perf_counter() - t0)
+
     def _receive_local(self, config, comm):
         """:meth:`_receive` of the local set-up: rank 0 builds the mesh and partitions it
         (:meth:`_send_parts`), each rank builds its piece from its part
@@ -169,17 +185,20 @@ class DistributedSimulation:
         False (GPU ranks: only their replicated factorisation needs it, and gathers it then)."""
         from dycore.parallel.local_setup import gather_rows, local_piece
         self.mesh = self.part = self.setup_cache = None
-        if comm.rank == 0:
-            self.mesh, self.part, self.setup_cache, msg = self._send_parts(config, comm)
-        else:
-            msg = large(comm).recv(source=0, tag=_SETUP_TAG)
+        with self._phase("parts: rank 0 builds and sends them (total)"):
+            if comm.rank == 0:
+                self.mesh, self.part, self.setup_cache, msg = self._send_parts(config, comm,
+                                                                               self._phase)
+            else:
+                msg = large(comm).recv(source=0, tag=_SETUP_TAG)
         if isinstance(msg, DycoreError):
             raise msg
         piece, err = None, None
-        try:
-            piece = local_piece(config, msg["mesh"], msg["rp"], msg["nnodes"], msg["pin"])
-        except DycoreError as exc:
-            err = exc
+        with self._phase("own piece (local operators)"):
+            try:
+                piece = local_piece(config, msg["mesh"], msg["rp"], msg["nnodes"], msg["pin"])
+            except DycoreError as exc:
+                err = exc
         del msg
         errs = [e for e in comm.allgather(err) if e is not None]
         if errs:                                    # the first rank's error, on every rank
@@ -192,7 +211,7 @@ class DistributedSimulation:
         return piece, pressure_global
 
     @staticmethod
-    def _send_parts(config, comm):
+    def _send_parts(config, comm, phase=None):
         """Rank 0 of the local set-up: the mesh (from the set-up cache where it is there), its
         node graph (:func:`~dycore.assembly.sparsity.first_order_pattern`), the METIS
         partition and the pinned node; every other rank is sent its RankPartition and its
@@ -204,16 +223,21 @@ class DistributedSimulation:
         from dycore.backend.cpu import CPUBackend
         from dycore.parallel.local_setup import setup_mesh
         from dycore.timestepping.simulation import config_mesh, setup_cache_of
+        phase = phase or (lambda name: nullcontext())
         try:
             case = cases.load_case(config.case.name)
             params = config.case.build_parameters()
             folder = Simulation._cache_folder(None)
-            mesh, _ = config_mesh(config, case, params, folder, StageTimers())
+            with phase("  rank 0: mesh"):
+                mesh, _ = config_mesh(config, case, params, folder, StageTimers())
             n = mesh.nnodes
-            indptr, indices = first_order_pattern(mesh.tets, n)
+            with phase("  rank 0: node graph and METIS partition"):
+                indptr, indices = first_order_pattern(mesh.tets, n)
             try:
-                part = metis_partition(indptr, indices, comm.size)
-                parts = partition_mesh(mesh.tets, n, indptr, indices, part)
+                with phase("  rank 0: node graph and METIS partition"):
+                    part = metis_partition(indptr, indices, comm.size)
+                with phase("  rank 0: halos of every rank (partition_mesh)"):
+                    parts = partition_mesh(mesh.tets, n, indptr, indices, part)
             except ValueError as exc:       # e.g. more ranks than nodes: tell every rank
                 raise ConfigError(f"cannot partition the mesh over {comm.size} MPI ranks: "
                                   f"{exc}") from exc
@@ -227,10 +251,12 @@ class DistributedSimulation:
 
         def message(rp):
             return {"rp": rp, "mesh": setup_mesh(mesh, rp), "nnodes": n, "pin": pin}
-        for r in range(1, comm.size):
-            large(comm).send(message(parts[r]), dest=r, tag=_SETUP_TAG)
-            parts[r] = None
-        return mesh, part, cache, message(parts[0])
+        with phase("  rank 0: parts cut and sent"):
+            for r in range(1, comm.size):
+                large(comm).send(message(parts[r]), dest=r, tag=_SETUP_TAG)
+                parts[r] = None
+            own = message(parts[0])
+        return mesh, part, cache, own
 
     @staticmethod
     def _scatter_setup(config, comm, backend):

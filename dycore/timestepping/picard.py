@@ -33,6 +33,7 @@ from functools import partial
 import numpy as np
 
 from dycore.backend.graphs import IterationGraphs
+from dycore.backend.streams import InlineBranch
 from dycore.diagnostics.norms import SCALAR_NAMES
 from dycore.errors import SolverDivergedError
 from dycore.physics.state import TRACERS
@@ -80,8 +81,11 @@ class PicardStepper:
         self._solved_before = None       # the tracers solved by the steps so far (None: none yet)
         #: where the moisture tracers are issued: beside the momentum predictor on a second
         #: stream on a GPU (:mod:`dycore.backend.streams`; the same bits), in order elsewhere
-        #: (an A/B switch: set an ``InlineBranch`` to issue them on the main stream)
-        self.branch = backend.branch()
+        #: and with systems that solve every system in one workspace on the backend's stream
+        #: (``systems.one_stream``: the GPU ranks' solvers); an A/B switch: set an
+        #: ``InlineBranch`` to issue them on the main stream
+        self.branch = (InlineBranch() if getattr(systems, "one_stream", False)
+                       else backend.branch())
         #: the end-of-step work (scalars, commit copies) as graphs, by the arrays they join
         self._graphs = {}
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))

@@ -197,8 +197,14 @@ class Simulation:
 
     def _systems(self):
         """The linear systems: chosen here, by the simulation, from the backend's solver mode
-        (our device kernels for ``device``, SciPy/PyAMG on the host otherwise)."""
+        (our device kernels for ``device``, SciPy/PyAMG on the host otherwise) and, on the
+        device, ``backend.reduction`` (``exact``: the GPU ranks' solvers over one rank,
+        :mod:`dycore.parallel.one_gpu`; else the serial device solvers)."""
         if getattr(self.backend, "solver_mode", "host") == "device":
+            if self.config.backend.reduction == "exact":    # the GPU ranks' solvers, one rank
+                from dycore.parallel.one_gpu import one_rank_systems
+                return one_rank_systems(self.backend, self.mesh, self.sparsity, self.ops,
+                                        self.config.solvers, self.coeffs.f_cor != 0.0)
             from dycore.solvers.device import DeviceSystems
             return DeviceSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
                                  self.timers, setup_cache=self.setup_cache,

@@ -10,6 +10,9 @@ exact dot products, Jacobi CG for pressure, block-Jacobi / Jacobi BiCGStab.
   solver tolerance, not bitwise: the device BiCGStab tests convergence in squares, inverts the
   3×3 blocks by cofactors (LAPACK on the CPU) and its kinetic energy is Σ (M_L·u)·u summed
   exactly (the CPU's Σ M_L·|u|² rounds |u|² first). Measured: ≤ 3e-13 relative (p).
+- a run on one GPU without MPI with ``backend.reduction: exact`` (the GPU ranks' solvers over
+  one rank, :mod:`dycore.parallel.one_gpu`) gives the fields and iteration counts of 2 and 4
+  GPU ranks bit for bit;
 - ``mpiexec -n 2 python -m dycore run CONFIG --backend gpu --solver-mode device`` writes the
   output file with the gathered fields of the same run.
 - from the second step every Picard iteration is captured (one graph per rank, the solves'
@@ -40,6 +43,40 @@ def runs(tmp_path_factory):
         assert proc.returncode == 0, (f"mpiexec -n {k} ({backend}) failed:\n{proc.stdout}\n"
                                       f"{proc.stderr}")
         out[(backend, k) if mode == "graphs" else (backend, k, mode)] = dict(np.load(dst))
+    return out
+
+
+@pytest.fixture(scope="module")
+def one_gpu_exact():
+    """The serial device run (Simulation, no MPI) of the driver's configuration with
+    ``backend.reduction: exact``: the fields after each step, iteration counts, max |w|,
+    max |div u| (as the driver gathers them), and the systems' class."""
+    import sys
+
+    from gpu_step_driver import config
+
+    from dycore.timestepping.simulation import Simulation
+    cfg = config("gpu")
+    cfg.backend.reduction = "exact"
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)          # the simulated blocks' barriers (as GpuRankSimulation)
+    try:
+        sim = Simulation(cfg)
+        b, out = sim.backend, {"systems": type(sim.systems).__name__}
+        for k in range(1, STEPS + 1):
+            diag = sim.step()
+            s = sim.state           # (copies: under the simulator to_host gives the array)
+            u = np.array(b.to_host(s.u))
+            out.update({f"u_{k}": u[:, 0], f"v_{k}": u[:, 1], f"w_{k}": u[:, 2],
+                        f"p_{k}": np.array(b.to_host(s.p)),
+                        f"theta_prime_{k}": np.array(b.to_host(s.theta_prime))})
+            out.update({f"{q}_{k}": np.array(b.to_host(v)) for q, v in s.q.items()})
+            for name in ("max_abs_w", "max_abs_div_u"):
+                out.setdefault(name, []).append(diag[name])
+            for name in ("pressure", "momentum", "tracer"):
+                out.setdefault(f"its_{name}", []).append(diag[f"solver_iterations_{name}"])
+    finally:
+        sys.setswitchinterval(interval)
     return out
 
 
@@ -179,3 +216,16 @@ def test_the_transport_of_gpu_ranks_and_ranks_sharing_gpus(caplog):
         transport_kind("nccl", simulator=True, nccl=False, shared=False)
     with pytest.raises(ValueError, match="'auto', 'nccl' or 'mpi'"):
         transport_kind("ucx", simulator=False, nccl=True, shared=False)
+
+
+@pytest.mark.parametrize("k", (2, 4))
+def test_one_gpu_without_mpi_with_exact_dots_gives_the_bits_of_the_gpu_ranks(runs, one_gpu_exact,
+                                                                             k):
+    one, ranks = one_gpu_exact, runs[("gpu", k)]
+    assert one["systems"] == "DeviceDistributedSystems"
+    for step in range(1, STEPS + 1):
+        for name in FIELDS:
+            assert np.array_equal(one[f"{name}_{step}"], ranks[f"{name}_{step}"]), (name, step)
+    for name in ("its_pressure", "its_momentum", "its_tracer", "max_abs_w", "max_abs_div_u"):
+        assert np.array_equal(one[name], ranks[name][:STEPS]), name
+    assert one["its_pressure"][0] > 20

@@ -113,3 +113,31 @@ def test_gpu_ranks_with_atomic_sums_take_the_all_reduce_sum():
     assert default_reduction(cfg(name="gpu", solver_mode="device",
                                  assembly="deterministic")) == "exact"
     assert default_reduction(cfg(name="gpu", solver_mode="device", strict=True)) == "exact"
+    # backend.reduction other than auto is taken as it is
+    assert default_reduction(cfg(name="gpu", solver_mode="device", reduction="exact")) == "exact"
+    assert default_reduction(cfg(name="gpu", solver_mode="device", assembly="deterministic",
+                                 reduction="allreduce")) == "allreduce"
+    assert default_reduction(cfg(name="cpu", reduction="allreduce")) == "allreduce"
+
+
+def test_the_transport_of_one_rank_moves_nothing_and_reduces_to_itself():
+    """SelfTransport (a serial run with the GPU ranks' solvers): all-reduces leave the array as
+    it is, an all-gather copies, a message to a peer is an error."""
+    import numpy as np
+    import pytest
+
+    from dycore.parallel.nccl import SelfTransport
+    t = SelfTransport()
+    a = np.array([1.5, -2.0])
+    t.allreduce(a, "sum")
+    t.allreduce(a, "max")
+    assert list(a) == [1.5, -2.0] and t.capturable and (t.rank, t.size) == (0, 1)
+    recv = np.zeros((1, 2))
+    t.allgather(a, recv)
+    assert list(recv[0]) == [1.5, -2.0]
+    t.post([], [])
+    t.complete()
+    with pytest.raises(ValueError, match="no peer"):
+        t.post([(1, a)], [])
+    with pytest.raises(ValueError, match="'sum' or 'max'"):
+        t.allreduce(a, "min")

@@ -149,13 +149,14 @@ def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
     out = tmp_path / "o.nc"
     code = cli.main(["run", str(SMALL), "--steps", "7", "--t-end", "600", "--output", str(out),
                      "--backend", "gpu", "--solver-mode", "device", "--no-progress",
-                     "--assembly", "deterministic", "--strict"])
+                     "--assembly", "deterministic", "--strict", "--reduction", "exact"])
     assert code == 0
     (config, max_steps), = calls
     assert max_steps == 7
     assert config.time.t_end == 600.0 and config.mesh.nx == 20
     assert (config.backend.name, config.backend.solver_mode) == ("gpu", "device")
     assert (config.backend.assembly, config.backend.strict) == ("deterministic", True)
+    assert config.backend.reduction == "exact"
     assert config.output.path == str(out) and config.output.progress is False
     printed = capsys.readouterr().out
     assert "stage  calls  total [s]" in printed
