@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dycore.errors import ConfigError
 from dycore.parallel.device_systems import DeviceDistributedSystems
 from dycore.parallel.nccl import SelfTransport
 from dycore.parallel.partition import extract_rows, owned_row_order, partition_mesh
@@ -72,8 +73,12 @@ def one_rank_systems(backend, mesh, sparsity, ops, cfg, coriolis: bool = True
         direct = {"pressure_global": p, "owned_global": [rp.owned]}
     nnf = ops.nnf
     ro = SIMULATOR_SHAPES["reducer_options"] if numba_config.ENABLE_CUDASIM else None
-    return DeviceDistributedSystems(
-        backend, SelfTransport(), rp, extract_rows(indptr, indices, rp, n, 1)[:2],
-        owned_row_order(indptr, indices, rp), (pp, pi, p.data[pos]), cfg, "exact", ro,
-        rotated=None if nnf is None else np.asarray(backend.to_host(nnf.blk_pos)),
-        coriolis=coriolis, **direct)
+    try:
+        return DeviceDistributedSystems(
+            backend, SelfTransport(), rp, extract_rows(indptr, indices, rp, n, 1)[:2],
+            owned_row_order(indptr, indices, rp), (pp, pi, p.data[pos]), cfg, "exact", ro,
+            rotated=None if nnf is None else np.asarray(backend.to_host(nnf.blk_pos)),
+            coriolis=coriolis, **direct)
+    except ConfigError as exc:
+        raise ConfigError(f"backend.reduction: 'exact' solves with the GPU ranks' solvers, "
+                          f"and {exc}; or use backend.reduction 'auto'") from None

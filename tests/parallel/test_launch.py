@@ -141,3 +141,20 @@ def test_the_transport_of_one_rank_moves_nothing_and_reduces_to_itself():
         t.post([(1, a)], [])
     with pytest.raises(ValueError, match="'sum' or 'max'"):
         t.allreduce(a, "min")
+
+
+def test_one_gpu_with_exact_dots_names_the_setting_when_the_rank_solvers_lack_a_solver():
+    """backend.reduction: exact on one GPU takes the GPU ranks' solvers: a pressure
+    preconditioner they lack ('none') is a ConfigError naming both keys, not a traceback."""
+    import pytest
+
+    from dycore.config import load_config
+    from dycore.errors import ConfigError
+    from dycore.timestepping.simulation import Simulation
+    cfg = load_config("configs/mountainwave3d_small.yaml", {
+        "mesh": {"nx": 2, "ny": 2, "nz": 2},
+        "backend": {"name": "gpu", "solver_mode": "device", "reduction": "exact"},
+        "solvers": {"pressure": {"method": "cg", "preconditioner": "none"}}})
+    with pytest.raises(ConfigError, match=r"backend.reduction: 'exact'.*"
+                                          r"solvers.pressure.preconditioner: 'none'"):
+        Simulation(cfg)
