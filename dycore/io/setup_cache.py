@@ -131,6 +131,15 @@ class SetupCache:
         self.hits: list[str] = []
         self.misses: list[str] = []
 
+    @classmethod
+    def at(cls, directory, key: str) -> "SetupCache":
+        """The cache of ``key`` in ``directory`` — another process's SetupCache, e.g. rank 0's
+        on the other MPI ranks of its host, which get its (directory, key)."""
+        c = cls.__new__(cls)
+        c.key, c.directory = str(key), None if directory is None else Path(directory)
+        c.hits, c.misses = [], []
+        return c
+
     @property
     def folder(self) -> Path | None:
         return None if self.directory is None else self.directory / self.key[:32]

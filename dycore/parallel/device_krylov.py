@@ -255,6 +255,10 @@ class DeviceRankPCG(ReplayedSolve):
         (:meth:`steps`); False: every solve issued from Python and checked every
         ``check_every`` iterations. A plain attribute: it may be switched between solves.
     name : the system's name in error messages
+    amg_cache, amg_entry : a SetupCache (or None) and the name under which the local hierarchy
+        is kept, with the smoother, sweeps and coarsest size appended
+        (:func:`~dycore.solvers.amg.cached_hierarchy`: checked against the owned block's
+        digest)
 
     Attributes
     ----------
@@ -279,7 +283,8 @@ class DeviceRankPCG(ReplayedSolve):
                  amg_smoother: str = "chebyshev", amg_sweeps: int = 2,
                  exact_blocks: int = 264, exact_threads: int | None = None,
                  sum_blocks: int = 64, sum_threads: int | None = None,
-                 block: int | None = None, graphs: bool = True, name: str = "pressure"):
+                 block: int | None = None, graphs: bool = True, name: str = "pressure",
+                 amg_cache=None, amg_entry: str | None = None):
         import scipy.sparse as sp
 
         from dycore.parallel.device_reduce import DeviceExactReducer
@@ -332,10 +337,12 @@ class DeviceRankPCG(ReplayedSolve):
             self.red = _SumReducer(backend, transport, self.k, self._nb, 3, sum_blocks)
         self.vcycle, self.hierarchy, self.amg_sizes = None, None, []
         if precond == "local_amg":
-            from dycore.solvers.amg import DeviceVCycle, HostHierarchy
+            from dycore.solvers.amg import DeviceVCycle, cached_hierarchy
             owned_block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
             owned_block.sort_indices()
-            h = HostHierarchy(owned_block, amg_smoother, amg_sweeps, max_coarse=amg_max_coarse)
+            h = cached_hierarchy(owned_block, amg_smoother, amg_sweeps, amg_max_coarse,
+                                 amg_cache, amg_entry and (f"{amg_entry}-{amg_smoother}-"
+                                                          f"{amg_sweeps}-{amg_max_coarse}"))
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             self.vcycle = DeviceVCycle(la, h, amg_dtype)
             self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]

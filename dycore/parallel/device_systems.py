@@ -133,6 +133,9 @@ class DeviceDistributedSystems:
         momentum products read the other blocks lean (:class:`~dycore.solvers.krylov.
         LeanBlocks`, the serial device path's); coriolis : whether the momentum blocks' (0,1)
         and (1,0) entries may be nonzero (f ≠ 0)
+    setup_cache : this rank's view of the set-up cache (:func:`~dycore.parallel.local_setup.
+        shared_setup_cache`) or None: the rank-local AMG hierarchy of the pressure ``amg`` is
+        kept there as ``amg-rank<r>of<K>`` (:func:`~dycore.solvers.amg.cached_hierarchy`)
 
     Attributes
     ----------
@@ -155,7 +158,8 @@ class DeviceDistributedSystems:
     def __init__(self, backend, transport, rp, row1, perm, pressure_rows, cfg,
                  reduction: str = "exact", reducer_options: dict | None = None,
                  block: int | None = None, pressure_global=None, owned_global=None,
-                 ordering=None, rotated=None, coriolis: bool = True, direct=None):
+                 ordering=None, rotated=None, coriolis: bool = True, direct=None,
+                 setup_cache=None):
         from dycore.parallel.device_krylov import DeviceRankPCG
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
@@ -199,6 +203,7 @@ class DeviceDistributedSystems:
                 backend, transport, plan2, (pp, pi, pv, (rp.n_owned, self.n_local), 1),
                 reduction=reduction, precond="local_amg" if pc == "amg" else "jacobi",
                 rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
+                amg_cache=setup_cache, amg_entry=f"amg-rank{rp.rank}of{rp.nparts}",
                 **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
         self.out = {1: backend.zeros(self.n_local), 3: backend.zeros((self.n_local, 3)),
                     "p": backend.zeros(self.n_local)}

@@ -178,6 +178,7 @@ class GpuRankSimulation(DistributedSimulation):
         from dycore.backend.cpu import CPUBackend
         from dycore.backend.gpu import gpu_backend
         from dycore.parallel.device_direct import keep_ordering
+        from dycore.parallel.local_setup import shared_setup_cache
         from dycore.parallel.device_systems import DeviceDistributedSystems, DeviceRankVectorOps
         from dycore.timestepping.picard import PicardStepper
         if reduction not in _REDUCTIONS:
@@ -229,7 +230,8 @@ class GpuRankSimulation(DistributedSimulation):
                 owned_row_order(lsp.indptr, lsp.indices, rp), piece["pressure_rows"],
                 config.solvers, _REDUCTIONS[reduction], ro, block,
                 rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
-                coriolis=piece["coeffs"].f_cor != 0.0, **direct)
+                coriolis=piece["coeffs"].f_cor != 0.0,
+                setup_cache=shared_setup_cache(comm, self.setup_cache), **direct)
         if "ordering" in direct:
             keep_ordering(comm, self.setup_cache, self.systems.direct.direct, direct["ordering"])
         del direct

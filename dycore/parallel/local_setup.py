@@ -40,7 +40,7 @@ from dycore.dtypes import INDEX
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.mpi import large
 
-__all__ = ["setup_mesh", "local_piece", "gather_rows"]
+__all__ = ["setup_mesh", "local_piece", "gather_rows", "shared_setup_cache"]
 
 
 def setup_mesh(mesh, rp) -> dict:
@@ -119,6 +119,25 @@ def local_piece(config, part: dict, rp, nnodes: int, pin: int, timers=None) -> d
     coeffs = build_coefficients(case, params, mesh, config.physics, backend)
     view = SimpleNamespace(mesh=mesh, sparsity=sparsity, ops=ops, coeffs=coeffs, state=state)
     return rank_piece(view, rp, nnodes=nnodes, ids=ids, pin=pin)
+
+
+def shared_setup_cache(comm, setup_cache):
+    """Rank 0's set-up cache on every rank (collective): rank 0 broadcasts its folder and key,
+    each other rank opens a :class:`~dycore.io.setup_cache.SetupCache` at them, so that every
+    rank keeps its own entries (its rank-local AMG hierarchy) beside rank 0's. The ranks of one
+    host share the folder; on another node an absent folder only means misses. None on every
+    rank where rank 0 has no cache or caching is off.
+
+    comm : mpi4py communicator; setup_cache : rank 0's SetupCache or None (ignored elsewhere)
+    """
+    from dycore.io.setup_cache import SetupCache
+    where = None
+    if comm.rank == 0 and setup_cache is not None and setup_cache.directory is not None:
+        where = (str(setup_cache.directory), setup_cache.key)
+    where = comm.bcast(where, root=0)
+    if where is None:
+        return None
+    return setup_cache if comm.rank == 0 else SetupCache.at(*where)
 
 
 def gather_rows(comm, rp, rows, nnodes: int, root: int = 0):

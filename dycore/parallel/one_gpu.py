@@ -37,8 +37,8 @@ from dycore.solvers.direct import pressure_method
 __all__ = ["one_rank_systems"]
 
 
-def one_rank_systems(backend, mesh, sparsity, ops, cfg, coriolis: bool = True
-                     ) -> DeviceDistributedSystems:
+def one_rank_systems(backend, mesh, sparsity, ops, cfg, coriolis: bool = True,
+                     setup_cache=None) -> DeviceDistributedSystems:
     """The three systems of a serial device run solved by the GPU ranks' solvers on one rank.
 
     Parameters
@@ -48,7 +48,8 @@ def one_rank_systems(backend, mesh, sparsity, ops, cfg, coriolis: bool = True
         ascending); ops : MeshOperators (``pressure_host``: the pinned pressure matrix, scipy
         CSR (n, n); ``nnf``: the no-normal-flow rotation or None)
     cfg : SolversConfig; coriolis : whether the momentum blocks' (0,1)/(1,0) entries may be
-        nonzero
+        nonzero; setup_cache : the run's SetupCache or None (the pressure ``amg`` hierarchy kept
+        there, as a GPU rank keeps its own)
 
     Returns
     -------
@@ -78,7 +79,7 @@ def one_rank_systems(backend, mesh, sparsity, ops, cfg, coriolis: bool = True
             backend, SelfTransport(), rp, extract_rows(indptr, indices, rp, n, 1)[:2],
             owned_row_order(indptr, indices, rp), (pp, pi, p.data[pos]), cfg, "exact", ro,
             rotated=None if nnf is None else np.asarray(backend.to_host(nnf.blk_pos)),
-            coriolis=coriolis, **direct)
+            coriolis=coriolis, setup_cache=setup_cache, **direct)
     except ConfigError as exc:
         raise ConfigError(f"backend.reduction: 'exact' solves with the GPU ranks' solvers, "
                           f"and {exc}; or use backend.reduction 'auto'") from None

@@ -22,8 +22,8 @@ import scipy.sparse.linalg as spla
 
 from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, group_size
 
-__all__ = ["smoother_coefficients", "HostHierarchy", "vcycle_reference", "DeviceVCycle",
-           "DeviceJacobi"]
+__all__ = ["smoother_coefficients", "HostHierarchy", "cached_hierarchy", "matrix_digest",
+           "vcycle_reference", "DeviceVCycle", "DeviceJacobi"]
 
 
 def _dinv_spectral_radius(a) -> float:
@@ -71,6 +71,40 @@ def smoother_coefficients(kind: str, sweeps: int, rho: float, omega: float = 2.0
         out.append((2.0 * rho_k / delta, rho_k * rho_prev))
         rho_prev = rho_k
     return out
+
+
+def matrix_digest(a) -> np.ndarray:
+    """SHA-256 of a CSR matrix's shape, indptr, indices and values, (32,) uint8: what a cached
+    hierarchy is checked against."""
+    import hashlib
+    a = a.tocsr()
+    h = hashlib.sha256(np.asarray(a.shape, np.int64).tobytes())
+    for arr in (a.indptr, a.indices, a.data):
+        h.update(np.ascontiguousarray(arr).view(np.uint8).ravel())
+    return np.frombuffer(h.digest(), np.uint8).copy()
+
+
+def cached_hierarchy(a, smoother: str = "chebyshev", sweeps: int = 2, max_coarse: int = 500,
+                     cache=None, name: str | None = None) -> "HostHierarchy":
+    """``HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse)``, or the one ``cache``
+    (:class:`~dycore.io.setup_cache.SetupCache` or None) holds under ``name`` for this very
+    matrix: its :func:`matrix_digest` is stored beside it, and an entry made for another matrix
+    (another partition, say) is rebuilt and stored over. The GPU ranks' rank-local
+    hierarchies (1.3 M rows each at 30.7 M tets on four ranks: 140 s of a 257-s set-up,
+    docs/performance.md) come from here."""
+    if cache is None or name is None:
+        return HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse)
+    a = a.tocsr()
+    a.sort_indices()               # (PyAMG sorts them in place: the digest of what it reads)
+    digest = matrix_digest(a)
+    arrays = cache.load(name)
+    if arrays is not None and np.array_equal(arrays.get("matrix_digest"), digest):
+        cache.hits.append(name)
+        return HostHierarchy.from_arrays(arrays)
+    cache.misses.append(name)
+    h = HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse)
+    cache.store(name, {**h.as_arrays(), "matrix_digest": digest})
+    return h
 
 
 class HostHierarchy:

@@ -204,7 +204,8 @@ class Simulation:
             if self.config.backend.reduction == "exact":    # the GPU ranks' solvers, one rank
                 from dycore.parallel.one_gpu import one_rank_systems
                 return one_rank_systems(self.backend, self.mesh, self.sparsity, self.ops,
-                                        self.config.solvers, self.coeffs.f_cor != 0.0)
+                                        self.config.solvers, self.coeffs.f_cor != 0.0,
+                                        self.setup_cache)
             from dycore.solvers.device import DeviceSystems
             return DeviceSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
                                  self.timers, setup_cache=self.setup_cache,

@@ -9,7 +9,9 @@ rank 0 after every step and written to OUT.npz with the diagnostics and iteratio
 MODE (GPU): ``graphs`` (default: from the second step each Picard iteration is captured, its
 solves inline), ``nographs`` (``backend.graphs: false``: every step issued from Python, every
 solve checked), ``short`` (after step 1 every iterative solve's budget is cut to 4 iterations:
-the captured solves of step 2 fall short, the step is repeated with every solve checked)."""
+the captured solves of step 2 fall short, the step is repeated with every solve checked),
+``amg`` (the pressure preconditioner ``amg``: rank-local V-cycles, their hierarchies kept in
+the set-up cache that ``DYCORE_CACHE_DIR`` names)."""
 import sys
 
 import numpy as np
@@ -19,9 +21,9 @@ from step_driver import step_and_gather   # (this folder is sys.path[0] of a scr
 MESH = {"nx": 3, "ny": 3, "nz": 2}
 
 
-def config(backend, graphs=True):
+def config(backend, graphs=True, pressure_pc="jacobi"):
     import dycore
-    solvers = {"pressure": {"method": "cg", "preconditioner": "jacobi", "rtol": 1e-10,
+    solvers = {"pressure": {"method": "cg", "preconditioner": pressure_pc, "rtol": 1e-10,
                             "max_iterations": 2000},
                "momentum": {"method": "bicgstab", "preconditioner": "block_jacobi",
                             "rtol": 1e-10},
@@ -45,7 +47,8 @@ def main(dst, steps, backend, mode="graphs"):
 
     comm = world()
     with abort_on_error(comm):
-        cfg = config(backend, graphs=mode != "nographs")
+        cfg = config(backend, graphs=mode != "nographs",
+                     pressure_pc="amg" if mode == "amg" else "jacobi")
         after = None
         if backend == "gpu":
             from dycore.parallel.gpu_simulation import GpuRankSimulation

@@ -229,3 +229,26 @@ def test_one_gpu_without_mpi_with_exact_dots_gives_the_bits_of_the_gpu_ranks(run
     for name in ("its_pressure", "its_momentum", "its_tracer", "max_abs_w", "max_abs_div_u"):
         assert np.array_equal(one[name], ranks[name][:STEPS]), name
     assert one["its_pressure"][0] > 20
+
+
+def test_the_rank_local_amg_hierarchies_are_kept_in_the_set_up_cache(tmp_path, monkeypatch):
+    """Pressure amg on 2 GPU ranks with a set-up cache folder: the first run stores each rank's
+    hierarchy (``amg-rank<r>of2-...``, under the key of rank 0's set-up cache), the second
+    loads them — the files are not written again — and takes the same step bit for bit."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DYCORE_CACHE_DIR", str(cache))
+    out = []
+    for run in range(2):
+        dst = tmp_path / f"run{run}.npz"
+        proc = launch(2, str(HERE / "gpu_step_driver.py"), str(dst), "1", "gpu", "amg",
+                      timeout=900)
+        assert proc.returncode == 0, f"run {run}:\n{proc.stdout}\n{proc.stderr}"
+        out.append(dict(np.load(dst)))
+        files = sorted(cache.glob("*/amg-rank*of2-*.npz"))
+        assert [f.name.split("-")[1] for f in files] == ["rank0of2", "rank1of2"]
+        assert files[0].parent == files[1].parent            # one key: rank 0's cache
+        if run == 0:
+            written = [f.stat().st_mtime_ns for f in files]
+    assert [f.stat().st_mtime_ns for f in files] == written        # loaded, not rebuilt
+    _same_bits(out[0], out[1], 1)
+    assert out[0]["its_pressure"][0] > 0

@@ -147,6 +147,33 @@ def test_the_amg_hierarchy_round_trips_bitwise(tmp_path):
     assert np.array_equal(vcycle_reference(h, b), vcycle_reference(g, b))
 
 
+def test_a_cached_hierarchy_is_kept_for_its_own_matrix_only(tmp_path):
+    """cached_hierarchy (the GPU ranks' rank-local V-cycles): a miss builds and stores, a hit
+    under the same name for the same matrix gives the same V-cycle bit for bit, another matrix
+    under that name is rebuilt (and stored over); SetupCache.at opens another process's cache
+    (its folder and key), as the other ranks of a host do."""
+    from dycore.solvers.amg import cached_hierarchy, matrix_digest, vcycle_reference
+    n = 400
+    a = sp.random(n, n, density=0.02, random_state=4)
+    a = (a @ a.T + sp.eye(n) * 5.0).tocsr()
+    cache = SetupCache(tmp_path, (a.data,), {"t": 1})
+    h = cached_hierarchy(a, max_coarse=20, cache=cache, name="amg-rank1of2")
+    assert cache.misses == ["amg-rank1of2"] and cache.hits == []
+    other = SetupCache.at(tmp_path, cache.key)          # e.g. rank 1 with rank 0's (dir, key)
+    g = cached_hierarchy(a, max_coarse=20, cache=other, name="amg-rank1of2")
+    assert other.hits == ["amg-rank1of2"] and g.sizes == h.sizes
+    b = np.random.default_rng(5).standard_normal(n)
+    assert np.array_equal(vcycle_reference(h, b), vcycle_reference(g, b))
+    a2 = a.copy()
+    a2.data[0] *= 1.5                                    # another partition's block, say
+    assert not np.array_equal(matrix_digest(a2), matrix_digest(a))
+    cached_hierarchy(a2, max_coarse=20, cache=other, name="amg-rank1of2")
+    assert other.misses == ["amg-rank1of2"]
+    stored = cache.load("amg-rank1of2")["matrix_digest"]
+    assert np.array_equal(stored, matrix_digest(a2))
+    assert cached_hierarchy(a, max_coarse=20).sizes == h.sizes           # no cache: built
+
+
 def test_cache_directory_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("DYCORE_CACHE_DIR", str(tmp_path / "c"))
     assert cache_directory() == tmp_path / "c"
