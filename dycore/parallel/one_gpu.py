@@ -22,7 +22,7 @@ solvers therefore solves its three systems with the GPU ranks' systems
 The rest of the step — assembly, operators, vector kernels — is the serial path's, which is the
 GPU ranks' on owned rows. With ``assembly: deterministic``, ``strict: true`` and pressure
 ``jacobi`` such a run gives the fields of ``mpiexec -n K`` GPU ranks bit for bit
-(tests/parallel/test_one_gpu.py).
+(tests/parallel/test_gpu_ranks_step.py).
 """
 from __future__ import annotations
 
