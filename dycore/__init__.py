@@ -32,6 +32,16 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
+def exact_device_systems(*args, **kwargs):
+    """The device systems of a serial run with ``backend.reduction: exact``:
+    :func:`dycore.parallel.one_gpu.one_rank_systems` (the GPU ranks' solvers over one rank;
+    its arguments and errors). :class:`~dycore.timestepping.simulation.Simulation` sits below
+    ``dycore.parallel`` in the layers, so it does not import it: the package root, above every
+    layer, hands it over."""
+    from dycore.parallel.one_gpu import one_rank_systems
+    return one_rank_systems(*args, **kwargs)
+
+
 def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:

@@ -199,13 +199,14 @@ class Simulation:
         """The linear systems: chosen here, by the simulation, from the backend's solver mode
         (our device kernels for ``device``, SciPy/PyAMG on the host otherwise) and, on the
         device, ``backend.reduction`` (``exact``: the GPU ranks' solvers over one rank,
-        :mod:`dycore.parallel.one_gpu`; else the serial device solvers)."""
+        :mod:`dycore.parallel.one_gpu`, through :func:`dycore.exact_device_systems`; else the
+        serial device solvers)."""
         if getattr(self.backend, "solver_mode", "host") == "device":
             if self.config.backend.reduction == "exact":    # the GPU ranks' solvers, one rank
-                from dycore.parallel.one_gpu import one_rank_systems
-                return one_rank_systems(self.backend, self.mesh, self.sparsity, self.ops,
-                                        self.config.solvers, self.coeffs.f_cor != 0.0,
-                                        self.setup_cache)
+                import dycore          # (the package root hands over dycore.parallel's builder)
+                return dycore.exact_device_systems(
+                    self.backend, self.mesh, self.sparsity, self.ops, self.config.solvers,
+                    self.coeffs.f_cor != 0.0, self.setup_cache)
             from dycore.solvers.device import DeviceSystems
             return DeviceSystems(self.backend, self.sparsity, self.ops, self.config.solvers,
                                  self.timers, setup_cache=self.setup_cache,
