@@ -203,12 +203,7 @@ def serial_worker(args) -> None:
         diag = sim.step()
         times.append(time.perf_counter() - t1)
         its.append({k: diag[f"solver_iterations_{k}"] for k in ("pressure", "momentum", "tracer")})
-    b, st = sim.backend, sim.state
-    u = np.array(b.to_host(st.u))
-    fields = {"u": u[:, 0], "v": u[:, 1], "w": u[:, 2], "p": np.array(b.to_host(st.p)),
-              "theta_prime": np.array(b.to_host(st.theta_prime))}
-    fields.update({q: np.array(b.to_host(v)) for q, v in st.q.items()})
-    np.savez(args.out + ".npz", **fields)
+    np.savez(args.out + ".npz", **sim.output_fields())
     Path(args.out + ".json").write_text(json.dumps({
         "reduction": args.serial_reduction, "systems": type(sim.systems).__name__,
         "setup_s": setup_s, "step_s": times, "iterations": its,

@@ -222,24 +222,19 @@ class DeviceRankBiCGStab(ReplayedSolve):
     def _flat_owned(self, a):
         return a.reshape(-1)[:self.n_owned * self.bs]
 
-    def _reduce(self, op, *pairs):
-        """Post the global dots of ``pairs`` (yields once, after the all-reduce's post), then
-        apply the recurrence ``op`` to the control array on the device (one thread:
-        :func:`_scalar_kernel`)."""
-        self.red.post_dots(*pairs)
-        yield
-        self.red.finish_on_device()
-        self.b.launch(self.scalar_op, (1, 1), self._nb(self.red.values), op, self._ctl)
-
-    def _reduce_ops(self, ops, *pairs):
-        """Post the global dots of ``pairs`` at once (yields once), then apply the recurrences
-        ``ops`` in order, ``ops[0]`` reading the first value and ``ops[1]`` the next two."""
+    def _reduce(self, op, *pairs, then=None):
+        """Post the global dots of ``pairs`` in one reduction (yields once, after the
+        all-reduce's post), then apply the recurrence ``op`` to the control array on the
+        device (one thread: :func:`_scalar_kernel`) from the values in order; ``then``: a
+        second recurrence applied after it from the values past the first (the merged
+        half-step check: s·s, then ω from t·s and t·t)."""
         self.red.post_dots(*pairs)
         yield
         self.red.finish_on_device()
         vals = self.red.values
-        self.b.launch(self.scalar_op, (1, 1), self._nb(vals), ops[0], self._ctl)
-        self.b.launch(self.scalar_op, (1, 1), self._nb(vals[1:]), ops[1], self._ctl)
+        self.b.launch(self.scalar_op, (1, 1), self._nb(vals), op, self._ctl)
+        if then is not None:
+            self.b.launch(self.scalar_op, (1, 1), self._nb(vals[1:]), then, self._ctl)
 
     def _exchange(self, local):
         self.halo.begin(local)
@@ -292,8 +287,8 @@ class DeviceRankBiCGStab(ReplayedSolve):
             # s·s with t·s and t·t in ONE reduction: the half-step check (OP_BI_S) applied
             # before ω (OP_BI_OMEGA, a no-op once it has stopped the solve) — the iterates of
             # checking s before t = A ŝ, one global reduction fewer per iteration
-            yield from self._reduce_ops((K.OP_BI_S, K.OP_BI_OMEGA), (self.r, self.r),
-                                        (self.tv, self.r), (self.tv, self.tv))
+            yield from self._reduce(K.OP_BI_S, (self.r, self.r), (self.tv, self.r),
+                                    (self.tv, self.tv), then=K.OP_BI_OMEGA)
         else:
             yield from self._reduce(K.OP_BI_OMEGA, (self.tv, self.r), (self.tv, self.tv))
         la.launch(k.update_xr, m, nb(self.x), nb(self.r), nb(shat), nb(self.tv), K.OMEGA,
