@@ -337,7 +337,9 @@ def main(argv=None) -> int:
                         "Picard iterations issued from Python (not captured): an A/B")
     p.add_argument("--ab-reductions", action="store_true",
                    help="then as many steps (captured again) with the rank BiCGStab's s·s "
-                        "reduced on its own: four reductions per iteration against three")
+                        "reduced on its own: four reductions per iteration against three "
+                        "(2026-11-28: hangs over NCCL on separate GPUs after the timed "
+                        "steps, not yet found; pass --timeout)")
     p.add_argument("--serial", help="comma list of backend.reduction values (exact, auto): "
                    "the serial run on one GPU without MPI, each, against the rank runs")
     p.add_argument("--json")

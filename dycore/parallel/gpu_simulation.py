@@ -220,11 +220,11 @@ class GpuRankSimulation(DistributedSimulation):
                                          {k: v for k, v in ro.items()
                                           if k.startswith("exact_")})
             self.local_ops = self._device_ops(piece, lsp)
-        with self._phase("pressure factorisation (direct)"):
+        with self._phase("pressure method (a distributed factorisation: here)"):
             direct = self._direct_pressure(config.solvers.pressure, pressure_global, piece)
         del pressure_global
         nnf = self.local_ops.nnf
-        with self._phase("solvers (CG: the rank-local AMG hierarchy)"):
+        with self._phase("solvers (a replicated factorisation, or CG's rank-local AMG)"):
             self.systems = DeviceDistributedSystems(
                 b, self.transport, rp, piece["row1"],
                 owned_row_order(lsp.indptr, lsp.indices, rp), piece["pressure_rows"],

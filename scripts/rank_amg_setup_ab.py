@@ -1,0 +1,115 @@
+"""What a cheaper rank-local AMG hierarchy would cost in pressure CG iterations: an A/B of
+PyAMG's options on K METIS parts of the pressure matrix, in one process on the host.
+
+For each variant every part's smoothed-aggregation hierarchy is built (PyAMG; the time is the
+sum over the parts and the slowest part, the rank that everyone waits for), then the pressure
+CG (SciPy, rtol 1e-10, a seeded random right-hand side) is preconditioned by the block
+V-cycle of the GPU ranks (each part's own hierarchy on its rows, Chebyshev smoothing of degree
+2 as ``dycore.solvers.amg.HostHierarchy``; SciPy's matrix products, not the device's summation
+order). ``evolution/energy`` is what ranks build today (dycore.solvers.linear.amg_hierarchy).
+
+    PYTHONPATH=. python3 scripts/rank_amg_setup_ab.py CONFIG [--mesh NX NY NZ] [--parts K ...]
+"""
+import argparse
+import time
+
+import numpy as np
+import scipy.sparse.linalg as spla
+
+#: (name, strength, smooth): PyAMG smoothed_aggregation_solver options
+VARIANTS = (("evolution/energy", "evolution", "energy"),
+            ("evolution/jacobi", "evolution", "jacobi"),
+            ("symmetric(0.0)/energy", ("symmetric", {"theta": 0.0}), "energy"),
+            ("symmetric(0.0)/jacobi", ("symmetric", {"theta": 0.0}), "jacobi"),
+            ("symmetric(0.1)/jacobi", ("symmetric", {"theta": 0.1}), "jacobi"))
+
+
+def _levels(a, strength, smooth):
+    """HostHierarchy's per-level arrays for a PyAMG hierarchy built with these options."""
+    import pyamg
+
+    from dycore.solvers.amg import _dinv_spectral_radius, smoother_coefficients
+    state = np.random.get_state()
+    np.random.seed(0)
+    try:
+        ml = pyamg.smoothed_aggregation_solver(a.tocsr(), symmetry="symmetric",
+                                               strength=strength, smooth=smooth,
+                                               max_coarse=500)
+    finally:
+        np.random.set_state(state)
+    levels = []
+    for lev in ml.levels[:-1]:
+        A = lev.A.tocsr()
+        rho = _dinv_spectral_radius(A)
+        levels.append((A, lev.P.tocsr(), lev.R.tocsr(), 1.0 / A.diagonal(),
+                       smoother_coefficients("chebyshev", 2, rho)))
+    return levels, np.linalg.pinv(ml.levels[-1].A.toarray()), len(ml.levels)
+
+
+def _vcycle(levels, coarse_inv, b):
+    def smooth(a, dinv, coef, b, x):
+        d = None
+        for c1, c2 in coef:
+            r = b if x is None else b - a @ x
+            d = c1 * (dinv * r) + (0.0 if d is None else c2 * d)
+            x = d.copy() if x is None else x + d
+        return x
+
+    def cycle(k, b):
+        if k == len(levels):
+            return coarse_inv @ b
+        a, p, r, dinv, coef = levels[k]
+        x = smooth(a, dinv, coef, b, None)
+        x = x + p @ cycle(k + 1, r @ (b - a @ x))
+        return smooth(a, dinv, coef, b, x)
+    return cycle(0, b)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config")
+    ap.add_argument("--mesh", type=int, nargs=3)
+    ap.add_argument("--parts", type=int, nargs="+", default=[4])
+    args = ap.parse_args()
+    import dycore
+    from dycore.parallel.partition import metis_partition
+    cfg = dycore.load_config(args.config)
+    if args.mesh:
+        cfg.mesh.nx, cfg.mesh.ny, cfg.mesh.nz = args.mesh
+    sim = dycore.Simulation(cfg)
+    a = sim.ops.pressure_host.tocsr()
+    n = a.shape[0]
+    b = np.random.default_rng(0).standard_normal(n)
+    b[sim.ops.pin] = 0.0
+    print(f"{args.config} {args.mesh or ''}: {n} pressure rows, {a.nnz} nonzeros; "
+          f"CG rtol 1e-10")
+    for k in args.parts:
+        part = metis_partition(sim.sparsity.indptr, sim.sparsity.indices, k)
+        rows = [np.flatnonzero(part == r) for r in range(k)]
+        blocks = [a[r][:, r].tocsr() for r in rows]
+        print(f"\nK = {k} parts ({', '.join(str(r.size) for r in rows)} rows)")
+        print(f"  {'strength/prolongation':24s} {'build sum s':>11s} {'slowest s':>9s} "
+              f"{'levels':>6s} {'CG its':>6s}")
+        for name, strength, smooth in VARIANTS:
+            built, secs = [], []
+            for blk in blocks:
+                t0 = time.perf_counter()
+                built.append(_levels(blk, strength, smooth))
+                secs.append(time.perf_counter() - t0)
+
+            def apply(x, built=built):
+                x = np.ravel(x)
+                y = np.empty_like(x)
+                for r, (levels, cinv, _) in zip(rows, built):
+                    y[r] = _vcycle(levels, cinv, x[r])
+                return y
+            count = [0]
+            spla.cg(a, b, rtol=1e-10, maxiter=3000,
+                    M=spla.LinearOperator((n, n), matvec=apply),
+                    callback=lambda _: count.__setitem__(0, count[0] + 1))
+            print(f"  {name:24s} {sum(secs):11.2f} {max(secs):9.2f} "
+                  f"{max(lv for _, _, lv in built):6d} {count[0]:6d}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
