@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["HaloExchange", "gather_to_root"]
+__all__ = ["HaloExchange", "RootGather", "gather_to_root"]
 
 _TAG = 1515
 
@@ -96,7 +96,8 @@ class HaloExchange:
 
 
 def gather_to_root(comm, owned: np.ndarray, values: np.ndarray, nnodes: int, root: int = 0):
-    """Collect every rank's owned values into one global array on ``root``.
+    """Collect every rank's owned values into one global array on ``root`` (collective; a
+    :class:`RootGather` used once — keep one to gather the same partition again).
 
     Parameters
     ----------
@@ -110,33 +111,65 @@ def gather_to_root(comm, owned: np.ndarray, values: np.ndarray, nnodes: int, roo
     -------
     (nnodes, ...) array on ``root`` (values in global node order), None elsewhere.
 
-    Two ``Gatherv`` of raw buffers (the ids, then the values; no pickling) after one ``gather``
-    of the counts: rank 0 receives each rank's block straight into one array and scatters it
-    into node order with one fancy-index assignment.
+    Raises
+    ------
+    ValueError on root if the ranks' owned sets do not cover every node exactly once.
+    """
+    return RootGather(comm, owned, nnodes, root)(values)
+
+
+class RootGather:
+    """The gathers to ``root`` of one partition's owned values (a snapshot every few steps).
+
+    Made once (collective): one ``gather`` of the owned counts and one ``Gatherv`` of the
+    owned global ids, checked on ``root`` to cover every node exactly once. Each call is then
+    ONE ``Gatherv`` of the values (raw buffers, no pickling) straight into one array on
+    ``root``, scattered into node order by one fancy-index assignment.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator
+    owned : (n_owned,) int — global ids of this rank's owned nodes
+    nnodes : int — global node count; root : int — the rank that receives
 
     Raises
     ------
     ValueError on root if the ranks' owned sets do not cover every node exactly once.
     """
-    values = np.ascontiguousarray(values)
-    owned = np.ascontiguousarray(owned, np.int64)
-    per = int(np.prod(values.shape[1:], dtype=np.int64))
-    counts = comm.gather(int(owned.size), root=root)
-    if comm.rank != root:
-        comm.Gatherv(owned, None, root=root)
-        comm.Gatherv(values, None, root=root)
-        return None
-    counts = np.asarray(counts, np.int64)
-    ids = np.empty(int(counts.sum()), np.int64)
-    vals = np.empty((ids.size,) + values.shape[1:], dtype=values.dtype)
-    comm.Gatherv(owned, [ids, counts], root=root)
-    comm.Gatherv(values, [vals, counts * per], root=root)
-    if ids.size and (ids.min() < 0 or ids.max() >= nnodes):
-        raise ValueError(f"gather_to_root: a node id outside 0..{nnodes - 1}")
-    seen = np.bincount(ids, minlength=nnodes)
-    if np.any(seen != 1):
-        bad = int(np.flatnonzero(seen != 1)[0])
-        raise ValueError(f"gather_to_root: node {bad} owned by {int(seen[bad])} ranks")
-    out = np.empty((nnodes,) + values.shape[1:], dtype=values.dtype)
-    out[ids] = vals
-    return out
+
+    def __init__(self, comm, owned: np.ndarray, nnodes: int, root: int = 0):
+        self.comm, self.root, self.nnodes = comm, int(root), int(nnodes)
+        owned = np.ascontiguousarray(owned, np.int64)
+        self.n_owned = int(owned.size)
+        counts = comm.gather(self.n_owned, root=self.root)
+        self.ids = self.counts = None
+        if comm.rank != self.root:
+            comm.Gatherv(owned, None, root=self.root)
+            return
+        self.counts = np.asarray(counts, np.int64)
+        ids = self.ids = np.empty(int(self.counts.sum()), np.int64)
+        comm.Gatherv(owned, [ids, self.counts], root=self.root)
+        if ids.size and (ids.min() < 0 or ids.max() >= nnodes):
+            raise ValueError(f"gather_to_root: a node id outside 0..{nnodes - 1}")
+        seen = np.bincount(ids, minlength=nnodes)
+        if np.any(seen != 1):
+            bad = int(np.flatnonzero(seen != 1)[0])
+            raise ValueError(f"gather_to_root: node {bad} owned by {int(seen[bad])} ranks")
+
+    def __call__(self, values: np.ndarray):
+        """values : (n_owned, ...) of this rank (trailing shape and dtype the same on every
+        rank) -> (nnodes, ...) array in global node order on ``root``, None elsewhere
+        (collective). ValueError for a block whose row count is not this rank's owned count."""
+        values = np.ascontiguousarray(values)
+        if values.shape[0] != self.n_owned:
+            raise ValueError(f"gather_to_root: {values.shape[0]} rows of values for "
+                             f"{self.n_owned} owned nodes on rank {self.comm.rank}")
+        if self.comm.rank != self.root:
+            self.comm.Gatherv(values, None, root=self.root)
+            return None
+        per = int(np.prod(values.shape[1:], dtype=np.int64))
+        vals = np.empty((self.ids.size,) + values.shape[1:], dtype=values.dtype)
+        self.comm.Gatherv(values, [vals, self.counts * per], root=self.root)
+        out = np.empty((self.nnodes,) + values.shape[1:], dtype=values.dtype)
+        out[self.ids] = vals
+        return out

@@ -38,7 +38,7 @@ from dycore.diagnostics.norms import step_diagnostics
 from dycore.backend.timers import StageTimers
 from dycore.errors import ConfigError, DycoreError
 from dycore.mesh.mesh import Mesh
-from dycore.parallel.halo import gather_to_root
+from dycore.parallel.halo import RootGather
 from dycore.parallel.mpi import large
 from dycore.parallel.partition import (
     metis_partition,
@@ -391,14 +391,17 @@ class DistributedSimulation:
 
     def gather_fields(self) -> dict | None:
         """{name: (nnodes,) array} of every output field on rank 0 (None on the others): one
-        ``gather_to_root`` of the (n_owned, 8) block of owned values (one message per rank)."""
+        ``Gatherv`` of the (n_owned, 8) block of owned values (one message per rank) through
+        the :class:`~dycore.parallel.halo.RootGather` made at the first call (the owned ids
+        gathered and checked once, not at every snapshot)."""
         own = self._owned_host
         u = own(self.state.u)
         local = {"u": u[:, 0], "v": u[:, 1], "w": u[:, 2], "p": own(self.state.p),
                  "theta_prime": own(self.state.theta_prime)}
         local.update({k: own(self.state.q[k]) for k in TRACERS})
-        block = gather_to_root(self.comm, self.rp.owned, np.column_stack(list(local.values())),
-                               self.nnodes)
+        if getattr(self, "_root_gather", None) is None:      # (every rank calls this)
+            self._root_gather = RootGather(self.comm, self.rp.owned, self.nnodes)
+        block = self._root_gather(np.column_stack(list(local.values())))
         if block is None:
             return None
         return {k: np.ascontiguousarray(block[:, j]) for j, k in enumerate(local)}

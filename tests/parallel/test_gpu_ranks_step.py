@@ -14,7 +14,8 @@ exact dot products, Jacobi CG for pressure, block-Jacobi / Jacobi BiCGStab.
   one rank, :mod:`dycore.parallel.one_gpu`) gives the fields and iteration counts of 2 and 4
   GPU ranks bit for bit;
 - ``mpiexec -n 2 python -m dycore run CONFIG --backend gpu --solver-mode device`` writes the
-  output file with the gathered fields of the same run.
+  output file with the gathered fields of the same run, and a run restarted from its snapshot
+  continues it bit for bit.
 - from the second step every Picard iteration is captured (one graph per rank, the solves'
   budgeted iterations inline, verified at the end of the step): the same bits as every step
   issued from Python with every solve checked (``backend.graphs: false``), and when the
@@ -126,26 +127,43 @@ def test_gpu_ranks_agree_with_the_cpu_ranks(runs):
         assert np.allclose(gpu[name], cpu[name], rtol=1e-10, atol=0.0), name
 
 
-def test_cli_run_on_two_gpu_ranks_writes_the_gathered_fields(runs, tmp_path):
+def test_cli_run_on_two_gpu_ranks_writes_the_gathered_fields_and_restarts_bitwise(runs,
+                                                                                  tmp_path):
     """The CLI's MPI branch builds GpuRankSimulation for ``--backend gpu --solver-mode
-    device``: its snapshot after one step holds the driver's fields of step 1."""
+    device``: its snapshot after one step holds the driver's fields of step 1. A run restarted
+    from that snapshot (``--restart FILE@dt``, a new process: its first step checked, not
+    replayed) writes after its one step every field of the uninterrupted run's step 2 (the
+    driver's, whose step 2 is a replayed capture), bit for bit."""
     import yaml
     from gpu_step_driver import config
 
     netcdf = pytest.importorskip("netCDF4")
     data = yaml.safe_load(config("gpu").resolved_yaml())
-    data["output"].update(path=str(tmp_path / "gpu2.nc"), progress=False)
-    data["time"]["t_end"] = data["time"]["dt"]
+    dt = data["time"]["dt"]
+    data["output"].update(path=str(tmp_path / "gpu2.nc"), progress=False, output_interval=dt)
+    data["time"]["t_end"] = dt
     cfg = tmp_path / "gpu2.yaml"
     cfg.write_text(yaml.safe_dump(data))
-    proc = launch(2, "-m", "dycore", "run", str(cfg), "--backend", "gpu", "--solver-mode",
-                  "device", timeout=900)
+    args = ("--backend", "gpu", "--solver-mode", "device")
+    proc = launch(2, "-m", "dycore", "run", str(cfg), *args, timeout=900)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     assert "on 2 MPI ranks" in proc.stdout
     with netcdf.Dataset(tmp_path / "gpu2.nc") as ds:
+        assert np.asarray(ds.variables["time"][:]).tolist() == [0.0, dt]
         for name in ("u", "w", "p", "theta_prime"):
             got = np.asarray(ds.variables[name][-1])
             assert np.array_equal(got, runs[("gpu", 1)][f"{name}_1"]), name
+    data["time"]["t_end"] = 2 * dt
+    cfg.write_text(yaml.safe_dump(data))
+    again = tmp_path / "restarted.nc"
+    proc = launch(2, "-m", "dycore", "run", str(cfg), *args, "--restart",
+                  f"{tmp_path / 'gpu2.nc'}@{dt:g}", "--output", str(again), timeout=900)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    with netcdf.Dataset(again) as ds:
+        assert np.asarray(ds.variables["time"][:]).tolist() == [dt, 2 * dt]
+        for name in FIELDS:
+            got = np.asarray(ds.variables[name][-1])
+            assert np.array_equal(got, runs[("gpu", 2)][f"{name}_2"]), name
 
 
 def test_closing_gpu_ranks_drops_the_graphs_before_the_transport():
