@@ -220,7 +220,7 @@ class GpuRankSimulation(DistributedSimulation):
                                          {k: v for k, v in ro.items()
                                           if k.startswith("exact_")})
             self.local_ops = self._device_ops(piece, lsp)
-        with self._phase("pressure method (a distributed factorisation: here)"):
+        with self._phase("pressure method and a distributed factorisation"):
             direct = self._direct_pressure(config.solvers.pressure, pressure_global, piece)
         del pressure_global
         nnf = self.local_ops.nnf

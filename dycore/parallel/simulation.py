@@ -389,6 +389,9 @@ class DistributedSimulation:
         """Rank 0's ``value`` on every rank (collective broadcast)."""
         return self.comm.bcast(value, root=0)
 
+    #: the snapshot gather (made at the first :meth:`gather_fields`)
+    _root_gather: RootGather | None = None
+
     def gather_fields(self) -> dict | None:
         """{name: (nnodes,) array} of every output field on rank 0 (None on the others): one
         ``Gatherv`` of the (n_owned, 8) block of owned values (one message per rank) through
@@ -399,7 +402,7 @@ class DistributedSimulation:
         local = {"u": u[:, 0], "v": u[:, 1], "w": u[:, 2], "p": own(self.state.p),
                  "theta_prime": own(self.state.theta_prime)}
         local.update({k: own(self.state.q[k]) for k in TRACERS})
-        if getattr(self, "_root_gather", None) is None:      # (every rank calls this)
+        if self._root_gather is None:                 # (collective: every rank calls this)
             self._root_gather = RootGather(self.comm, self.rp.owned, self.nnodes)
         block = self._root_gather(np.column_stack(list(local.values())))
         if block is None:
