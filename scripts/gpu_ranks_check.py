@@ -107,7 +107,8 @@ def worker(args) -> None:
         from dycore.parallel.run import default_reduction
         cfg = _config(args)
         reduction = default_reduction(cfg) if args.reduction == "auto" else args.reduction
-        sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport)
+        sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport,
+                                global_amg=args.global_amg)
         setup_s = time.perf_counter() - t0
         peak_setup = comm.gather(_peak_host_mb(), root=0)
 
@@ -252,6 +253,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd.append("--ab-graphs")
     if args.ab_reductions:
         cmd.append("--ab-reductions")
+    if args.global_amg:
+        cmd.append("--global-amg")
     if args.deterministic:
         cmd.append("--deterministic")
     if args.pressure:
@@ -277,6 +280,14 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
     res = json.loads(Path(out + ".json").read_text())
     res["fields"] = dict(np.load(out + ".npz"))
     return res, ""
+
+
+def _announce(what: str, setup_s: float, step_s: list) -> None:
+    """One line as soon as a run has finished (a later run that hangs or is killed does not
+    take this one's figures with it; the JSON comes at the end)."""
+    step = f"step {1e3 * float(np.median(step_s)):.1f} ms (median of {len(step_s)})" if step_s \
+        else "no timed step"
+    print(f"done: {what}: set-up {setup_s:.1f} s, {step}", flush=True)
 
 
 def _summary(res: dict) -> dict:
@@ -335,6 +346,10 @@ def main(argv=None) -> int:
     p.add_argument("--ab-graphs", action="store_true",
                    help="after the timed steps, as many more in the same process with the "
                         "Picard iterations issued from Python (not captured): an A/B")
+    p.add_argument("--global-amg", action="store_true",
+                   help="with --pressure amg and CG: the V-cycle of one hierarchy of the whole "
+                        "matrix distributed by rows (GpuRankSimulation(global_amg=True)) "
+                        "instead of rank-local hierarchies")
     p.add_argument("--ab-reductions", action="store_true",
                    help="then as many steps (captured again) with the rank BiCGStab's s·s "
                         "reduced on its own: four reductions per iteration against three "
@@ -371,6 +386,7 @@ def main(argv=None) -> int:
                 failed.append(label)
             else:
                 runs[label] = res
+                _announce(f"{k} rank(s)", res["setup_s"], res["step_s"])
         serial = {}
         for red in (args.serial.split(",") if args.serial and args.steps else []):
             res, err = _serial(args, red, str(Path(tmp) / f"serial-{red}"), one_mesh)
@@ -379,6 +395,7 @@ def main(argv=None) -> int:
                 failed.append(f"serial-{red}")
             else:
                 serial[red] = res
+                _announce(f"one GPU without MPI ({red})", res["setup_s"], res["step_s"])
     out = {"config": args.config, "steps": args.steps, "warmup": args.warmup,
            "reduction": args.reduction, "deterministic": args.deterministic,
            "runs": {k: _summary(r) for k, r in runs.items()}, "failed": failed}

@@ -47,24 +47,27 @@ def coarse_owners(p, fine_owner: np.ndarray) -> np.ndarray:
     return np.asarray(fine_owner, np.int64)[pc.indices[pc.indptr[:-1]]]
 
 
-def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int = 2) -> list:
+def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int = 2,
+                max_coarse: int = 500) -> list:
     """Build the hierarchy of the global matrix ``a`` and cut it into what every rank keeps
     (run on one rank; :class:`DistributedVCycle` scatters the pieces).
 
     Parameters
     ----------
     a : SciPy CSR (n, n) — the global pressure matrix; owner : (n,) int — rank of every fine
-        row; nranks : int; smoother, sweeps : as :class:`dycore.solvers.amg.HostHierarchy`
+        row; nranks : int; smoother, sweeps, max_coarse : as
+        :class:`dycore.solvers.amg.HostHierarchy`
 
     Returns
     -------
     list over ranks of dicts: ``sizes`` (unknowns per level), ``levels`` (per level the
     :func:`~dycore.parallel.rowmatrix.row_blocks` pieces of A, R, P, the owned entries of
     D⁻¹ and the smoother's coefficients), ``coarse_rows`` / ``coarse_inv`` (owned rows of
-    the coarsest pseudo-inverse, SciPy CSR), ``n_coarse``, ``owned`` (owned ids per level).
+    the coarsest pseudo-inverse, SciPy CSR), ``coarse_owner`` ((n_coarse,) rank of every
+    coarsest unknown: the all-gather's layout), ``n_coarse``, ``owned`` (owned ids per level).
     """
     from dycore.solvers.amg import HostHierarchy
-    h = HostHierarchy(a, smoother=smoother, sweeps=sweeps)
+    h = HostHierarchy(a, smoother=smoother, sweeps=sweeps, max_coarse=max_coarse)
     owners = [np.asarray(owner, np.int64)]
     for _, p, _, _, _ in h.levels:
         owners.append(coarse_owners(p, owners[-1]))
@@ -81,6 +84,7 @@ def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int 
     for r in ranks:
         rows = np.flatnonzero(owners[-1] == r)
         out[r]["coarse_rows"], out[r]["coarse_inv"] = rows, inv[rows]
+        out[r]["coarse_owner"] = owners[-1]
     return out
 
 

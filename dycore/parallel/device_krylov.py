@@ -17,6 +17,9 @@ The device twin of :func:`dycore.parallel.krylov.cg` over the pressure matrix's 
   ``"local_amg"`` — the device V-cycle (:class:`dycore.solvers.amg.DeviceVCycle`) of PyAMG's
   hierarchy of the rank's owned × owned block: block-Jacobi over ranks with one V-cycle per
   block (additive Schwarz without overlap), so the iteration count grows with the rank count;
+  or ``"global_amg"`` — the V-cycle of one hierarchy of the whole matrix distributed by rows
+  (:class:`~dycore.parallel.device_amg.DeviceGlobalVCycle`): the serial V-cycle's bits and
+  iterations on any rank count, for halo exchanges on every level;
 - the scalars (α, β, the tolerance, the verdict) live in a device control array written by
   one-thread kernels from the reduced values: no host copy inside an iteration. Iterations
   issued past convergence are no-ops (every update kernel returns when the solve is finished;
@@ -77,7 +80,7 @@ __all__ = ["DeviceRankPCG", "PRECONDITIONERS", "REDUCTIONS", "get_krylov_kernels
            "solve_lockstep"]
 
 REDUCTIONS = ("exact", "sum")
-PRECONDITIONERS = ("jacobi", "local_amg")
+PRECONDITIONERS = ("jacobi", "local_amg", "global_amg")
 
 # control-array slots: DONE must be the solver kernels' (the V-cycle and SpMV kernels return at
 # once when ctl[DONE] != 0); the others are this module's own
@@ -237,7 +240,7 @@ class DeviceRankPCG(ReplayedSolve):
     plan : HaloPlan of depth 2 of this rank (``rp.plan(2)``)
     rows : the owned rows, :func:`dycore.parallel.rank_ops.owned_rows` of the serial pinned
         pressure matrix (indptr, indices, values, shape (n_owned, n_local(2)), 1)
-    reduction : "exact" | "sum"; precond : "jacobi" | "local_amg"
+    reduction : "exact" | "sum"; precond : "jacobi" | "local_amg" | "global_amg"
     rtol, atol, maxiter : stop when ‖r‖₂ ≤ max(rtol·‖b‖₂, atol); at most ``maxiter`` iterations
     group : threads summing one matrix row (1: SciPy's order, the CPU ranks' bits, for the
         pressure rows and the local V-cycle's matrices alike; another power of two ≤ 32: that
@@ -255,6 +258,7 @@ class DeviceRankPCG(ReplayedSolve):
         (:meth:`steps`); False: every solve issued from Python and checked every
         ``check_every`` iterations. A plain attribute: it may be switched between solves.
     name : the system's name in error messages
+    vcycle_piece : this rank's dict of :func:`~dycore.parallel.amg.rank_pieces` (``global_amg``)
     amg_cache, amg_entry : a SetupCache (or None) and the name under which the local hierarchy
         is kept, with the smoother, sweeps and coarsest size appended
         (:func:`~dycore.solvers.amg.cached_hierarchy`: checked against the owned block's
@@ -284,7 +288,7 @@ class DeviceRankPCG(ReplayedSolve):
                  exact_blocks: int = 264, exact_threads: int | None = None,
                  sum_blocks: int = 64, sum_threads: int | None = None,
                  block: int | None = None, graphs: bool = True, name: str = "pressure",
-                 amg_cache=None, amg_entry: str | None = None):
+                 amg_cache=None, amg_entry: str | None = None, vcycle_piece: dict | None = None):
         import scipy.sparse as sp
 
         from dycore.parallel.device_reduce import DeviceExactReducer
@@ -346,6 +350,16 @@ class DeviceRankPCG(ReplayedSolve):
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             self.vcycle = DeviceVCycle(la, h, amg_dtype)
             self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]
+        elif precond == "global_amg":
+            from dycore.parallel.device_amg import DeviceGlobalVCycle
+            if vcycle_piece is None:
+                raise ValueError("GPU-rank CG: precond 'global_amg' needs this rank's "
+                                 "vcycle_piece (dycore.parallel.amg.rank_pieces)")
+            self.vcycle = DeviceGlobalVCycle(la, transport, vcycle_piece)
+            if self.vcycle.n_owned != n:
+                raise ValueError(f"GPU-rank CG: the global V-cycle's piece has "
+                                 f"{self.vcycle.n_owned} owned rows, the matrix {n}")
+            self.amg_sizes = list(self.vcycle.sizes)
         self.rhs = z(n)
         self.maxiter = int(maxiter)
         self.graphs = bool(graphs)
@@ -399,7 +413,10 @@ class DeviceRankPCG(ReplayedSolve):
         return self.red.finish_on_device()
 
     def _precondition(self):
-        """z = M⁻¹ r for the local V-cycle (Jacobi is fused into the update kernels)."""
+        """z = M⁻¹ r for a V-cycle (a generator: the global one posts messages; Jacobi is
+        fused into the update kernels)."""
+        if self.precond == "global_amg":
+            return (yield from self.vcycle.issue(self.r, self._nb(self.ctl)))
         return self.vcycle.issue(self._nb(self.r), self.partial, self._nb(self.ctl), -1)
 
     # the solve's pieces, as generators that yield after every post of a message
@@ -410,7 +427,7 @@ class DeviceRankPCG(ReplayedSolve):
         ctl = nb(self.ctl)
         self.b.launch(self.k["cg_init"], grid(max(n, 1), self.la.rb), nb(self.rhs),
                       nb(self.x), nb(self.r), nb(self.zbuf), nb(self.dinv), n, jac, ctl)
-        z = self.zbuf if jac else self._precondition()
+        z = self.zbuf if jac else (yield from self._precondition())
         vals = yield from self._reduce((self.r, self.r), (self.r, z))     # r = b: b·b = r·r
         self.b.launch(self.k["cg_start"], (1, 1), ctl, nb(vals))
         self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 1)
@@ -430,7 +447,7 @@ class DeviceRankPCG(ReplayedSolve):
             vals = yield from self._reduce((pown, self.q))
             self._launch("cg_update_xr", n, nb(self.x), nb(self.r), nb(self.zbuf),
                          nb(self.p), nb(self.q), nb(self.dinv), nb(vals), ctl, n, jac)
-            z = self.zbuf if jac else self._precondition()
+            z = self.zbuf if jac else (yield from self._precondition())
             vals = yield from self._reduce((self.r, self.r), (self.r, z))
             self.b.launch(self.k["cg_check"], (1, 1), ctl, nb(vals))
             self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 0)

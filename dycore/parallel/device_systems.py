@@ -136,6 +136,10 @@ class DeviceDistributedSystems:
     setup_cache : this rank's view of the set-up cache (:func:`~dycore.parallel.local_setup.
         shared_setup_cache`) or None: the rank-local AMG hierarchy of the pressure ``amg`` is
         kept there as ``amg-rank<r>of<K>`` (:func:`~dycore.solvers.amg.cached_hierarchy`)
+    vcycle_piece : this rank's piece of the global pressure hierarchy
+        (:func:`~dycore.parallel.amg.rank_pieces`) or None: with pressure ``amg`` and CG, the
+        V-cycle of that one hierarchy (:mod:`dycore.parallel.device_amg`) instead of the
+        rank-local one
 
     Attributes
     ----------
@@ -159,7 +163,7 @@ class DeviceDistributedSystems:
                  reduction: str = "exact", reducer_options: dict | None = None,
                  block: int | None = None, pressure_global=None, owned_global=None,
                  ordering=None, rotated=None, coriolis: bool = True, direct=None,
-                 setup_cache=None):
+                 setup_cache=None, vcycle_piece: dict | None = None):
         from dycore.parallel.device_krylov import DeviceRankPCG
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
@@ -195,13 +199,17 @@ class DeviceDistributedSystems:
                              "(owned_global)")
         else:
             self.pressure_method = "cg"
-            if pc == "amg":
-                log.info("solvers.pressure.preconditioner amg: rank-local V-cycles on GPU "
-                         "ranks (block-Jacobi over ranks; iterations grow with the rank count)")
+            glob = pc == "amg" and vcycle_piece is not None
+            if pc == "amg" and rp.rank == 0:
+                log.info("solvers.pressure.preconditioner amg on GPU ranks: %s", (
+                    "the V-cycle of one global hierarchy distributed by rows" if glob else
+                    "rank-local V-cycles (block-Jacobi over ranks; iterations grow with the "
+                    "rank count)"))
             pp, pi, pv = pressure_rows
             self.pcg = DeviceRankPCG(
                 backend, transport, plan2, (pp, pi, pv, (rp.n_owned, self.n_local), 1),
-                reduction=reduction, precond="local_amg" if pc == "amg" else "jacobi",
+                reduction=reduction, vcycle_piece=vcycle_piece,
+                precond=("global_amg" if glob else "local_amg") if pc == "amg" else "jacobi",
                 rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
                 amg_cache=setup_cache, amg_entry=f"amg-rank{rp.rank}of{rp.nparts}",
                 **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})

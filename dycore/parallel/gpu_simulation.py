@@ -155,6 +155,10 @@ class GpuRankSimulation(DistributedSimulation):
     block : threads per block of the solver and vector kernels (None: the backend's
         ``solver_block``); element_block : of the assembly kernels (None: the backend's)
     setup : "local" | "scattered" — how the CPU set-up is built (:class:`DistributedSimulation`)
+    global_amg : pressure CG with ``preconditioner: amg`` takes the V-cycle of ONE hierarchy of
+        the whole matrix distributed by rows (:mod:`dycore.parallel.device_amg`: rank 0 gathers
+        the matrix and builds it) instead of rank-local hierarchies (the default: no global
+        matrix, but iterations that grow with the rank count). Not yet measured on GPUs.
 
     Attributes
     ----------
@@ -174,7 +178,8 @@ class GpuRankSimulation(DistributedSimulation):
 
     def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
                  reducer_options: dict | None = None, block: int | None = None,
-                 element_block: int | None = None, setup: str = "local"):
+                 element_block: int | None = None, setup: str = "local",
+                 global_amg: bool = False):
         from dycore.backend.cpu import CPUBackend
         from dycore.backend.gpu import gpu_backend
         from dycore.parallel.device_direct import keep_ordering
@@ -224,6 +229,10 @@ class GpuRankSimulation(DistributedSimulation):
             direct = self._direct_pressure(config.solvers.pressure, pressure_global, piece)
         del pressure_global
         nnf = self.local_ops.nnf
+        vcycle = {}
+        if (global_amg and not direct and config.solvers.pressure.preconditioner == "amg"):
+            with self._phase("global AMG hierarchy (rank 0) and its pieces sent"):
+                vcycle = {"vcycle_piece": self._global_vcycle_piece(piece)}
         with self._phase("solvers (a replicated factorisation, or CG's rank-local AMG)"):
             self.systems = DeviceDistributedSystems(
                 b, self.transport, rp, piece["row1"],
@@ -231,7 +240,7 @@ class GpuRankSimulation(DistributedSimulation):
                 config.solvers, _REDUCTIONS[reduction], ro, block,
                 rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
                 coriolis=piece["coeffs"].f_cor != 0.0,
-                setup_cache=shared_setup_cache(comm, self.setup_cache), **direct)
+                setup_cache=shared_setup_cache(comm, self.setup_cache), **direct, **vcycle)
         if "ordering" in direct:
             keep_ordering(comm, self.setup_cache, self.systems.direct.direct, direct["ordering"])
         del direct
@@ -251,6 +260,25 @@ class GpuRankSimulation(DistributedSimulation):
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = rp.n_local(1)
         self.last_diagnostics = {}
+
+    def _global_vcycle_piece(self, piece) -> dict:
+        """This rank's piece of the global pressure hierarchy (collective): rank 0 gathers the
+        owned pressure rows (:func:`~dycore.parallel.local_setup.gather_rows`), builds PyAMG's
+        hierarchy and cuts it by rows (:func:`~dycore.parallel.amg.rank_pieces`, the mesh
+        partition on level 0), and sends each rank its piece (one message per rank)."""
+        from dycore.parallel.amg import rank_pieces
+        from dycore.parallel.local_setup import gather_rows
+        from dycore.parallel.mpi import large
+        from dycore.parallel.simulation import _SETUP_TAG
+        comm = self.comm
+        a = gather_rows(comm, self.rp, piece["pressure_rows"], self.nnodes)
+        if comm.rank != 0:
+            return large(comm).recv(source=0, tag=_SETUP_TAG + 3)
+        pieces = rank_pieces(a, self.part, comm.size)
+        del a
+        for r in range(1, comm.size):
+            large(comm).send(pieces[r], dest=r, tag=_SETUP_TAG + 3)
+        return pieces[0]
 
     def _direct_pressure(self, cfg, pressure_global, piece) -> dict:
         """The pressure method of the GPU ranks (collective): ``cfg.method``, or for ``auto``

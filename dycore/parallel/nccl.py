@@ -32,6 +32,8 @@ the host and moved with mpi4py, so ``mpiexec -n K`` runs the GPU-rank code path 
 """
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 __all__ = ["LoopbackWorld", "MpiStagedTransport", "NcclTransport", "SelfTransport",
@@ -143,9 +145,12 @@ class SelfTransport:
 class LoopbackWorld:
     """K ranks in one process: ``world.transport(rank)`` gives each its transport.
 
-    Sends are copied at ``post``; a rank's ``complete`` fills its receives from the mailboxes,
-    so every rank must have posted before any completes (raises ``RuntimeError`` naming the
-    missing message otherwise). ``allreduce`` works the same way in two calls per rank:
+    Sends are copied at ``post`` into a first-in first-out mailbox per (sender, receiver); a
+    rank's ``complete`` fills its receives from the mailboxes, so every rank must have posted
+    before any completes (raises ``RuntimeError`` naming the missing message otherwise). A
+    rank may post its next exchange before a neighbour has completed the previous one (two
+    exchanges with nothing between them, as a V-cycle's levels have): messages are taken in
+    the order they were posted, as NCCL's and MPI's are. ``allreduce`` works the same way in two calls per rank:
     ``allreduce`` posts, and the result is written into every rank's array once the last rank
     has posted (ranks reduced in rank order); so does ``allgather`` (each rank's send copied
     at its call, every rank's receive written at the last rank's call).
@@ -176,17 +181,18 @@ class _Loopback:
 
     def post(self, sends, recvs) -> None:
         for peer, a in sends:
-            self.world.box[(self.rank, int(peer))] = np.array(a, copy=True)
+            self.world.box.setdefault((self.rank, int(peer)), deque()).append(
+                np.array(a, copy=True))
             self.bytes_sent += a.nbytes
         self._recvs = list(recvs)
 
     def complete(self) -> None:
         for peer, a in self._recvs:
             key = (int(peer), self.rank)
-            if key not in self.world.box:
+            if not self.world.box.get(key):
                 raise RuntimeError(f"loopback: rank {self.rank} completes before rank {peer} "
                                    "posted its message")
-            a[...] = self.world.box.pop(key)
+            a[...] = self.world.box[key].popleft()
         self._recvs = []
 
     def allreduce(self, a, op: str = "sum") -> None:

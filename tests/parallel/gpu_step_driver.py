@@ -11,7 +11,8 @@ solves inline), ``nographs`` (``backend.graphs: false``: every step issued from 
 solve checked), ``short`` (after step 1 every iterative solve's budget is cut to 4 iterations:
 the captured solves of step 2 fall short, the step is repeated with every solve checked),
 ``amg`` (the pressure preconditioner ``amg``: rank-local V-cycles, their hierarchies kept in
-the set-up cache that ``DYCORE_CACHE_DIR`` names)."""
+the set-up cache that ``DYCORE_CACHE_DIR`` names), ``global_amg`` (``amg`` as the V-cycle of
+one hierarchy of the whole matrix: ``GpuRankSimulation(global_amg=True)``)."""
 import sys
 
 import numpy as np
@@ -48,15 +49,18 @@ def main(dst, steps, backend, mode="graphs"):
     comm = world()
     with abort_on_error(comm):
         cfg = config(backend, graphs=mode != "nographs",
-                     pressure_pc="amg" if mode == "amg" else "jacobi")
+                     pressure_pc="amg" if mode in ("amg", "global_amg") else "jacobi")
         after = None
         if backend == "gpu":
             from dycore.parallel.gpu_simulation import GpuRankSimulation
-            sim = GpuRankSimulation(cfg, comm)       # the simulator's launch shapes
+            sim = GpuRankSimulation(cfg, comm,       # the simulator's launch shapes
+                                    global_amg=mode == "global_amg")
 
             def after(k, out):
                 if comm.rank == 0:
                     out.setdefault("captured", []).append(sim.stepper.graphs.captured)
+                    pcg = sim.systems.pcg
+                    out["pressure_precond"] = "" if pcg is None else pcg.precond
                 if k == 1 and mode == "short":
                     cut_budgets(sim)
         else:

@@ -10,6 +10,8 @@ partitions):
 - the rank-local V-cycle (block-Jacobi over ranks, one V-cycle per owned block): bitwise the
   CPU's ``cg`` with :func:`~dycore.solvers.amg.vcycle_reference` on the same blocks, for a
   one-level (the coarsest solve A⁺ r alone) and a two-level hierarchy;
+- the global V-cycle (one hierarchy of the whole matrix distributed by rows): bitwise the CPU's
+  ``cg`` with the serial :func:`~dycore.solvers.amg.vcycle_reference` on 1, 2 and 4 ranks;
 - the stopping test, the bytes per iteration, and the errors.
 """
 from types import SimpleNamespace
@@ -123,6 +125,41 @@ def test_local_vcycle_is_block_jacobi_over_ranks(backend, problem, k, max_coarse
     assert np.array_equal(x, x_ref)
     assert _residual(problem, x) <= RTOL * np.linalg.norm(problem.b) * (1 + 1e-6)
     assert its[0] == 1 if k == 1 else its[0] > 10     # A⁺ alone: one iteration
+
+
+@pytest.mark.parametrize("k", (1, 2, 4))
+def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend, problem, k):
+    """One hierarchy of the whole matrix cut by rows (rank_pieces, max_coarse 8: three levels
+    and an all-gathered coarsest solve): CG on 1, 2 and 4 ranks takes the iterations and gives
+    the bits of the CPU's cg with the serial V-cycle (vcycle_reference, one thread per row)."""
+    from dycore.parallel.amg import rank_pieces
+    from dycore.solvers.amg import HostHierarchy
+
+    rps = _ranks(problem, k)
+    owner = np.empty(problem.n, np.int64)
+    for rp in rps:
+        owner[rp.owned] = rp.rank
+    h = HostHierarchy(problem.a, "chebyshev", 1, max_coarse=8)
+    pieces = rank_pieces(problem.a, owner, k, sweeps=1, max_coarse=8)
+    assert len(h.sizes) >= 3 and pieces[0]["sizes"] == h.sizes
+    rps_pieces = iter(pieces)
+    world = LoopbackWorld(k)
+    solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
+                             owned_rows(rp, problem.n, problem.a), precond="global_amg",
+                             vcycle_piece=next(rps_pieces), rtol=RTOL,
+                             **dict(FAST, check_every=2)) for rp in rps]
+    out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
+    x = np.full(problem.n, np.nan)
+    for rp, (xo, _) in zip(rps, out):
+        x[rp.owned] = np.asarray(backend.to_host(xo))
+    its = [i for _, i in out]
+    x_ref, its_ref = cg(SimpleNamespace(matvec=lambda v: problem.a @ v), problem.b,
+                        Reducer(None, "exact"),
+                        m=lambda r: vcycle_reference(h, r, max_group=1), rtol=RTOL)
+    assert its == [its_ref] * k and 2 < its_ref < problem.its_cpu
+    assert np.array_equal(x, x_ref)
+    assert _residual(problem, x) <= RTOL * np.linalg.norm(problem.b) * (1 + 1e-6)
+    assert [s.amg_sizes for s in solvers] == [h.sizes] * k
 
 
 def test_a_solve_that_stops_unconverged_raises_on_every_rank(backend, problem):

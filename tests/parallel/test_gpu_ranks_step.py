@@ -16,6 +16,8 @@ exact dot products, Jacobi CG for pressure, block-Jacobi / Jacobi BiCGStab.
 - ``mpiexec -n 2 python -m dycore run CONFIG --backend gpu --solver-mode device`` writes the
   output file with the gathered fields of the same run, and a run restarted from its snapshot
   continues it bit for bit.
+- pressure ``amg`` as the V-cycle of one global hierarchy gives the same bits on 1 and 2 GPU
+  ranks;
 - from the second step every Picard iteration is captured (one graph per rank, the solves'
   budgeted iterations inline, verified at the end of the step): the same bits as every step
   issued from Python with every solve checked (``backend.graphs: false``), and when the
@@ -265,3 +267,22 @@ def test_the_rank_local_amg_hierarchies_are_kept_in_the_set_up_cache(tmp_path, m
     assert [f.stat().st_mtime_ns for f in files] == written        # loaded, not rebuilt
     _same_bits(out[0], out[1], 1)
     assert out[0]["its_pressure"][0] > 0
+
+
+def test_the_global_vcycle_gives_one_gpu_ranks_bits_on_two(tmp_path):
+    """Pressure amg as the V-cycle of ONE hierarchy of the whole matrix, distributed by rows
+    (``GpuRankSimulation(global_amg=True)``): the 48-node matrix is below PyAMG's coarsest size,
+    so the cycle is its pseudo-inverse applied to the all-gathered right-hand side — CG stops
+    after one iteration per solve, and 2 GPU ranks give 1 GPU rank's step bit for bit (the
+    rank-local hierarchies of 2 ranks are two block inverses: more iterations)."""
+    out = {}
+    for k in (1, 2):
+        dst = tmp_path / f"global{k}.npz"
+        proc = launch(k, str(HERE / "gpu_step_driver.py"), str(dst), "1", "gpu", "global_amg",
+                      timeout=900)
+        assert proc.returncode == 0, f"{k} rank(s):\n{proc.stdout}\n{proc.stderr}"
+        out[k] = dict(np.load(dst))
+        assert str(out[k]["pressure_precond"]) == "global_amg"
+    _same_bits(out[1], out[2], 1)
+    picard = 2                                   # Picard iterations: one pressure solve each
+    assert out[2]["its_pressure"][0] == picard
