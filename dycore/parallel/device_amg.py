@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from dycore.backend.gpu_kernels import grid
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import get_rank_kernels
 
@@ -44,21 +43,13 @@ class DeviceGlobalVCycle:
     Attributes
     ----------
     n_owned : int — owned fine rows; sizes : list of int — global unknowns per level
-
-    Raises
-    ------
-    ValueError for a piece without ``coarse_owner`` (made by an older ``rank_pieces``).
     """
 
     def __init__(self, la, transport, piece: dict):
         from dycore.solvers.krylov import DeviceMatrix
-        if "coarse_owner" not in piece:
-            raise ValueError("global V-cycle: the rank's piece lacks 'coarse_owner' "
-                             "(build it with dycore.parallel.amg.rank_pieces)")
         self.la, self.t, b = la, transport, la.b
         self.sizes = list(piece["sizes"])
         self.pack = get_rank_kernels(getattr(b, "strict", False))["pack_rows"]
-        self.threads = min(256, int(getattr(b, "solver_block", 256)))
 
         def matrix(block):
             plan, ptr, idx, val, _ = block       # entry order kept: the serial row sums
@@ -90,20 +81,17 @@ class DeviceGlobalVCycle:
         self.coarse = DeviceMatrix(la, inv.indptr.astype(np.int32), inv.indices.astype(np.int32),
                                    inv.data.astype(np.float64), 1, 1)
         self.nc_owned = int(owned[transport.rank].size)
+        # (the last restriction writes this rank's coarsest right-hand side straight into the
+        # all-gather's send buffer)
         self.send, self.recv = z(m), z(m * ranks)
         self.pos, self.full = b.to_device(pos), z(owner.size)
-        self.coarse_b, self.coarse_x = z(self.nc_owned), z(self.nc_owned)
-        self.ident = {lev["nc"]: b.to_device(np.arange(lev["nc"], dtype=np.int64))
-                      for lev in self.levels}
-        self.ident.setdefault(self.nc_owned, b.to_device(np.arange(self.nc_owned,
-                                                                    dtype=np.int64)))
+        self.coarse_x = z(self.nc_owned)
 
     # -- pieces ------------------------------------------------------------------------------
     def _copy(self, src, dst, n: int) -> None:
-        """dst[:n] = src[:n] (one gather kernel: captured like every other launch)."""
-        b = self.la.b
-        b.launch(self.pack, grid(max(n, 1), self.threads), b.nb(src), b.nb(self.ident[n]), 1,
-                 b.nb(dst))
+        """dst[:n] = src[:n] (the solver kernels' copy: captured like every other launch)."""
+        la = self.la
+        la.launch(la.k.copy, n, la.b.nb(src), la.b.nb(dst[:n]))
 
     def _exchange(self, halo, x):
         halo.begin(x)
@@ -128,12 +116,12 @@ class DeviceGlobalVCycle:
 
     def _coarsest(self, b, ctl):
         la, bk = self.la, self.la.b
-        if self.nc_owned:
+        if b is not self.send:                   # (no level above: b is the fine residual)
             self._copy(b, self.send, self.nc_owned)
         self.t.allgather(self.send, self.recv)
         yield
-        bk.launch(self.pack, grid(max(self.full.shape[0], 1), self.threads), bk.nb(self.recv),
-                  bk.nb(self.pos), 1, bk.nb(self.full))
+        la.launch(self.pack, self.full.shape[0], bk.nb(self.recv), bk.nb(self.pos), 1,
+                  bk.nb(self.full))          # the gathered blocks in global order
         la.spmv(self.coarse, bk.nb(self.full), bk.nb(self.coarse_x), ctl=ctl)
         return self.coarse_x
 
@@ -145,7 +133,7 @@ class DeviceGlobalVCycle:
         yield from self._exchange(lev["ha"], x)
         la.spmv(lev["A"], nb(x), nb(lev["r"]), mode=1, b=nb(b), ctl=ctl)     # r = b − A x
         yield from self._exchange(lev["hr"], lev["r"])
-        bc = self.levels[level + 1]["b"] if level + 1 < len(self.levels) else self.coarse_b
+        bc = self.levels[level + 1]["b"] if level + 1 < len(self.levels) else self.send
         la.spmv(lev["R"], nb(lev["r"]), nb(bc), ctl=ctl)
         xc = yield from self._cycle(level + 1, bc, ctl)
         self._copy(xc, lev["pc"], lev["nc"])

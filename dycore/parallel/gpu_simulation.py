@@ -159,6 +159,8 @@ class GpuRankSimulation(DistributedSimulation):
         the whole matrix distributed by rows (:mod:`dycore.parallel.device_amg`: rank 0 gathers
         the matrix and builds it) instead of rank-local hierarchies (the default: no global
         matrix, but iterations that grow with the rank count). Not yet measured on GPUs.
+        ConfigError when the pressure preconditioner is not ``amg``; ignored where the
+        pressure solve is direct.
 
     Attributes
     ----------
@@ -189,6 +191,10 @@ class GpuRankSimulation(DistributedSimulation):
         if reduction not in _REDUCTIONS:
             raise ConfigError(f"reduction '{reduction}' is not available on GPU ranks (use "
                               f"{' or '.join(_REDUCTIONS)})")
+        if global_amg and config.solvers.pressure.preconditioner != "amg":
+            raise ConfigError(f"the global V-cycle (global_amg) preconditions the pressure CG: "
+                              f"solvers.pressure.preconditioner is "
+                              f"'{config.solvers.pressure.preconditioner}', not 'amg'")
         from numba import config as numba_config
         self.config, self.comm = config, comm
         self.setup_mode = setup_mode(setup)
@@ -229,10 +235,10 @@ class GpuRankSimulation(DistributedSimulation):
             direct = self._direct_pressure(config.solvers.pressure, pressure_global, piece)
         del pressure_global
         nnf = self.local_ops.nnf
-        vcycle = {}
-        if (global_amg and not direct and config.solvers.pressure.preconditioner == "amg"):
+        vcycle_piece = None
+        if global_amg and not direct:
             with self._phase("global AMG hierarchy (rank 0) and its pieces sent"):
-                vcycle = {"vcycle_piece": self._global_vcycle_piece(piece)}
+                vcycle_piece = self._global_vcycle_piece(piece)
         with self._phase("solvers (a replicated factorisation, or CG's rank-local AMG)"):
             self.systems = DeviceDistributedSystems(
                 b, self.transport, rp, piece["row1"],
@@ -240,7 +246,8 @@ class GpuRankSimulation(DistributedSimulation):
                 config.solvers, _REDUCTIONS[reduction], ro, block,
                 rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
                 coriolis=piece["coeffs"].f_cor != 0.0,
-                setup_cache=shared_setup_cache(comm, self.setup_cache), **direct, **vcycle)
+                setup_cache=shared_setup_cache(comm, self.setup_cache),
+                vcycle_piece=vcycle_piece, **direct)
         if "ordering" in direct:
             keep_ordering(comm, self.setup_cache, self.systems.direct.direct, direct["ordering"])
         del direct

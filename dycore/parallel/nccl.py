@@ -150,8 +150,8 @@ class LoopbackWorld:
     before any completes (raises ``RuntimeError`` naming the missing message otherwise). A
     rank may post its next exchange before a neighbour has completed the previous one (two
     exchanges with nothing between them, as a V-cycle's levels have): messages are taken in
-    the order they were posted, as NCCL's and MPI's are. ``allreduce`` works the same way in two calls per rank:
-    ``allreduce`` posts, and the result is written into every rank's array once the last rank
+    the order they were posted, as NCCL's and MPI's are. ``allreduce`` works the same way in
+    two calls per rank: ``allreduce`` posts, and the result is written into every rank's array once the last rank
     has posted (ranks reduced in rank order); so does ``allgather`` (each rank's send copied
     at its call, every rank's receive written at the last rank's call).
     """

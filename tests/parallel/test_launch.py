@@ -158,3 +158,14 @@ def test_one_gpu_with_exact_dots_names_the_setting_when_the_rank_solvers_lack_a_
     with pytest.raises(ConfigError, match=r"backend.reduction: 'exact'.*"
                                           r"solvers.pressure.preconditioner: 'none'"):
         Simulation(cfg)
+
+
+def test_the_global_vcycle_without_the_amg_preconditioner_is_refused_by_name():
+    import dycore
+    from dycore.errors import ConfigError
+    from dycore.parallel.gpu_simulation import GpuRankSimulation
+    cfg = dycore.load_config("configs/mountainwave3d_small.yaml",
+                             solvers={"pressure": {"method": "cg", "preconditioner": "jacobi"}})
+    with pytest.raises(ConfigError, match="solvers.pressure.preconditioner is 'jacobi', not "
+                                          "'amg'"):
+        GpuRankSimulation(cfg, None, global_amg=True)
