@@ -65,33 +65,35 @@ def cache_directory() -> Path | None:
     return Path(base) / "dycore"
 
 
-_DIGEST: str | None = None
+_DIGESTS: dict = {}
 
 
-def source_files() -> list[tuple[str, Path]]:
-    """``(name, path)`` of every module in :data:`SOURCE_FOLDERS`, sorted by name
-    (``"cases/schar/__init__.py"``): each folder found where its package is imported from, so
-    the cases count from the top-level ``cases/`` folder as much as from an installed package."""
+def source_files(folders=SOURCE_FOLDERS) -> list[tuple[str, Path]]:
+    """``(name, path)`` of every module in ``folders`` (subpackages of ``dycore``; default
+    :data:`SOURCE_FOLDERS`), sorted by name (``"cases/schar/__init__.py"``): each folder found
+    where its package is imported from, so the cases count from the top-level ``cases/`` folder
+    as much as from an installed package."""
     import importlib
 
     files = []
-    for folder in SOURCE_FOLDERS:
+    for folder in folders:
         where = Path(importlib.import_module(f"dycore.{folder}").__path__[0]).resolve()
         files += [(f"{folder}/{path.relative_to(where).as_posix()}", path)
                   for path in where.rglob("*.py")]
     return sorted(files)
 
 
-def source_digest() -> str:
-    """SHA-256 of the source of every module in :data:`SOURCE_FOLDERS` (:func:`source_files`)."""
-    global _DIGEST
-    if _DIGEST is None:
+def source_digest(folders=SOURCE_FOLDERS) -> str:
+    """SHA-256 (hex) of the source of every module in ``folders`` (:func:`source_files`;
+    default :data:`SOURCE_FOLDERS`, the digest every key holds). Computed once per process."""
+    folders = tuple(folders)
+    if folders not in _DIGESTS:
         h = hashlib.sha256()
-        for name, path in source_files():
+        for name, path in source_files(folders):
             h.update(name.encode())
             h.update(path.read_bytes())
-        _DIGEST = h.hexdigest()
-    return _DIGEST
+        _DIGESTS[folders] = h.hexdigest()
+    return _DIGESTS[folders]
 
 
 def _max_bytes() -> float:

@@ -31,6 +31,7 @@ it (:func:`gather_rows`: the pressure AMG hierarchy, the replicated factorisatio
 """
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import numpy as np
@@ -40,7 +41,15 @@ from dycore.dtypes import INDEX
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.mpi import large
 
-__all__ = ["setup_mesh", "local_piece", "gather_rows", "shared_setup_cache"]
+__all__ = ["setup_mesh", "local_piece", "gather_rows", "shared_setup_cache", "load_pieces",
+           "store_piece", "partition_digest"]
+
+#: the packages whose code shapes a piece beyond what the set-up cache's key covers (the
+#: partition and the piece: parallel; the coefficients and state: physics; the no-normal-flow
+#: setting: timestepping) — their digest is part of every piece's entry name
+PIECE_SOURCES = ("parallel", "physics", "timestepping")
+
+log = logging.getLogger("dycore")
 
 
 def setup_mesh(mesh, rp) -> dict:
@@ -179,3 +188,72 @@ def gather_rows(comm, rp, rows, nnodes: int, root: int = 0):
                       shape=(nnodes, nnodes))
     a.sort_indices()              # (sorted already where the rows were: only the flag is set)
     return a
+
+
+def partition_digest(part) -> str:
+    """SHA-256 (hex) of a node partition ((nnodes,) owner ranks, any integer dtype)."""
+    import hashlib
+    return hashlib.sha256(np.ascontiguousarray(part, np.int64).tobytes()).hexdigest()
+
+
+def _piece_entry(rank: int, size: int) -> str:
+    from dycore.io.setup_cache import source_digest
+    return f"piece-rank{rank}of{size}-{source_digest(PIECE_SOURCES)[:16]}"
+
+
+def load_pieces(comm, cache):
+    """Every rank's piece from the set-up cache, or on every rank None (collective).
+
+    A second run of the same mesh and configuration on as many ranks skips the partition,
+    the parts rank 0 sends and the assembly of each piece (:func:`store_piece` kept them).
+    All or none: the pieces are used only where every rank loaded its own and all of them
+    come from one partition (its digest, stored in each); otherwise every rank builds anew.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator; cache : :func:`shared_setup_cache` (None: off)
+
+    Returns
+    -------
+    (piece, part): this rank's piece (the dict :func:`local_piece` returns, ``detj_min``
+    of its own elements) and, on rank 0, the (nnodes,) partition (None elsewhere) — or
+    (None, None) on every rank.
+    """
+    from dycore.io.nested import unpack
+    if cache is None:                       # (None on every rank alike)
+        return None, None
+    got = None
+    arrays = cache.load(_piece_entry(comm.rank, comm.size))
+    if arrays is not None:
+        try:
+            got = unpack(arrays)
+        except (ValueError, TypeError, KeyError) as exc:       # another layout: rebuild
+            log.warning("warning: the set-up cache's piece of rank %d is unreadable (%s); "
+                        "rebuilding", comm.rank, exc)
+            got = None
+    digests = comm.allgather(None if got is None else got.get("partition_digest"))
+    ok = all(d is not None for d in digests) and len(set(digests)) == 1
+    if ok and comm.rank == 0:                  # rank 0's partition is the one they share
+        ok = "partition" in got and partition_digest(got["partition"]) == digests[0]
+    if not comm.bcast(ok, root=0):
+        return None, None
+    return got["piece"], got.get("partition")
+
+
+def store_piece(comm, cache, piece: dict, part) -> None:
+    """Keep this rank's freshly built ``piece`` in the set-up cache for :func:`load_pieces`
+    (collective: rank 0 sends every rank the digest of its partition ``part``, (nnodes,), on
+    rank 0 only; ignored elsewhere). A write that fails only warns (the run goes on)."""
+    from dycore.io.nested import pack
+    if cache is None:                       # (None on every rank alike)
+        return
+    digest = comm.bcast(partition_digest(part) if comm.rank == 0 else None, root=0)
+    entry = {"piece": piece, "partition_digest": digest}
+    if comm.rank == 0:
+        entry["partition"] = np.asarray(part)
+    try:
+        arrays = pack(entry)
+    except TypeError as exc:              # a piece of a shape the packer lacks: no cache
+        log.warning("warning: the piece of rank %d is not cached (%s)", comm.rank, exc)
+        return
+    cache.store(_piece_entry(comm.rank, comm.size), arrays)

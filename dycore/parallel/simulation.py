@@ -177,32 +177,50 @@ class DistributedSimulation:
                                         + time.perf_counter() - t0)
 
     def _receive_local(self, config, comm):
-        """:meth:`_receive` of the local set-up: rank 0 builds the mesh and partitions it
-        (:meth:`_send_parts`), each rank builds its piece from its part
-        (:func:`~dycore.parallel.local_setup.local_piece`; ``detj_min`` the minimum over the
-        ranks), rank 0 gathers the owned pressure rows into the global matrix
+        """:meth:`_receive` of the local set-up: rank 0 builds the mesh (:meth:`_root_mesh`);
+        where the set-up cache holds every rank's piece from an earlier run on as many ranks,
+        each loads its own (:func:`~dycore.parallel.local_setup.load_pieces`); else rank 0
+        partitions the mesh and sends the parts (:meth:`_send_parts`), each rank builds its
+        piece from its part (:func:`~dycore.parallel.local_setup.local_piece`) and keeps it in
+        the cache (:func:`~dycore.parallel.local_setup.store_piece`). ``detj_min`` is the
+        minimum over the ranks; rank 0 gathers the owned pressure rows into the global matrix
         (:func:`~dycore.parallel.local_setup.gather_rows`) — unless :attr:`gather_pressure` is
         False (GPU ranks: only their replicated factorisation needs it, and gathers it then)."""
-        from dycore.parallel.local_setup import gather_rows, local_piece
+        from dycore.parallel.local_setup import (
+            gather_rows, load_pieces, local_piece, shared_setup_cache, store_piece)
         self.mesh = self.part = self.setup_cache = None
         with self._phase("parts: rank 0 builds and sends them (total)"):
+            err = None
             if comm.rank == 0:
-                self.mesh, self.part, self.setup_cache, msg = self._send_parts(config, comm,
-                                                                               self._phase)
-            else:
-                msg = large(comm).recv(source=0, tag=_SETUP_TAG)
+                self.mesh, self.setup_cache, err = self._root_mesh(config, self._phase)
+            err = comm.bcast(err, root=0)
+            if err is not None:
+                raise err
+            cache = shared_setup_cache(comm, self.setup_cache)
+            with self._phase("  every rank: its piece loaded from the set-up cache"):
+                piece, self.part = load_pieces(comm, cache)
+            msg = None
+            if piece is None:
+                if comm.rank == 0:
+                    self.part, msg = self._send_parts(config, comm, self.mesh, self._phase)
+                else:
+                    msg = large(comm).recv(source=0, tag=_SETUP_TAG)
         if isinstance(msg, DycoreError):
             raise msg
-        piece, err = None, None
-        with self._phase("own piece (local operators)"):
-            try:
-                piece = local_piece(config, msg["mesh"], msg["rp"], msg["nnodes"], msg["pin"])
-            except DycoreError as exc:
-                err = exc
-        del msg
-        errs = [e for e in comm.allgather(err) if e is not None]
-        if errs:                                    # the first rank's error, on every rank
-            raise errs[0]
+        if piece is None:
+            err = None
+            with self._phase("own piece (local operators)"):
+                try:
+                    piece = local_piece(config, msg["mesh"], msg["rp"], msg["nnodes"],
+                                        msg["pin"])
+                except DycoreError as exc:
+                    err = exc
+            del msg
+            errs = [e for e in comm.allgather(err) if e is not None]
+            if errs:                                # the first rank's error, on every rank
+                raise errs[0]
+            with self._phase("own piece kept in the set-up cache"):
+                store_piece(comm, cache, piece, self.part)
         piece["detj_min"] = min(comm.allgather(piece["detj_min"]))
         self.rp, self.nnodes = piece["rp"], piece["nnodes"]
         if not self.gather_pressure:                       # GPU ranks: gathered on demand
@@ -211,17 +229,12 @@ class DistributedSimulation:
         return piece, pressure_global
 
     @staticmethod
-    def _send_parts(config, comm, phase=None):
-        """Rank 0 of the local set-up: the mesh (from the set-up cache where it is there), its
-        node graph (:func:`~dycore.assembly.sparsity.first_order_pattern`), the METIS
-        partition and the pinned node; every other rank is sent its RankPartition and its
-        part of the mesh (:func:`~dycore.parallel.local_setup.setup_mesh`) one at a time.
-        Returns (mesh, part, set-up cache, rank 0's own message) or, after sending it to
-        every rank, (None, None, None, the DycoreError) when the build fails."""
+    def _root_mesh(config, phase=None):
+        """Rank 0 of the local set-up: the mesh (from the set-up cache where it is there) and
+        the set-up cache of the mesh and configuration. Returns (mesh, cache, None), or
+        (None, None, the DycoreError) when the build fails."""
         from dycore import cases
-        from dycore.assembly.sparsity import first_order_pattern
         from dycore.backend.cpu import CPUBackend
-        from dycore.parallel.local_setup import setup_mesh
         from dycore.timestepping.simulation import config_mesh, setup_cache_of
         phase = phase or (lambda name: nullcontext())
         try:
@@ -230,24 +243,37 @@ class DistributedSimulation:
             folder = Simulation._cache_folder(None)
             with phase("  rank 0: mesh"):
                 mesh, _ = config_mesh(config, case, params, folder, StageTimers())
-            n = mesh.nnodes
-            with phase("  rank 0: node graph and METIS partition"):
-                indptr, indices = first_order_pattern(mesh.tets, n)
-            try:
-                with phase("  rank 0: node graph and METIS partition"):
-                    part = metis_partition(indptr, indices, comm.size)
-                with phase("  rank 0: halos of every rank (partition_mesh)"):
-                    parts = partition_mesh(mesh.tets, n, indptr, indices, part)
-            except ValueError as exc:       # e.g. more ranks than nodes: tell every rank
-                raise ConfigError(f"cannot partition the mesh over {comm.size} MPI ranks: "
-                                  f"{exc}") from exc
-            del indptr, indices
-            pin = int(np.argmax(mesh.coords[:, 2]))          # the serial set-up's pin
             cache = setup_cache_of(config, params, mesh, CPUBackend(threads=0), folder)
         except DycoreError as exc:
+            return None, None, exc
+        return mesh, cache, None
+
+    @staticmethod
+    def _send_parts(config, comm, mesh, phase=None):
+        """Rank 0 of the local set-up: the node graph of ``mesh``
+        (:func:`~dycore.assembly.sparsity.first_order_pattern`), the METIS partition and the
+        pinned node; every other rank is sent its RankPartition and its part of the mesh
+        (:func:`~dycore.parallel.local_setup.setup_mesh`) one at a time. Returns (part,
+        rank 0's own message) or, after sending it to every rank, (None, the ConfigError)
+        when METIS cannot make ``comm.size`` parts."""
+        from dycore.assembly.sparsity import first_order_pattern
+        from dycore.parallel.local_setup import setup_mesh
+        phase = phase or (lambda name: nullcontext())
+        n = mesh.nnodes
+        with phase("  rank 0: node graph and METIS partition"):
+            indptr, indices = first_order_pattern(mesh.tets, n)
+        try:
+            with phase("  rank 0: node graph and METIS partition"):
+                part = metis_partition(indptr, indices, comm.size)
+            with phase("  rank 0: halos of every rank (partition_mesh)"):
+                parts = partition_mesh(mesh.tets, n, indptr, indices, part)
+        except ValueError as exc:           # e.g. more ranks than nodes: tell every rank
+            err = ConfigError(f"cannot partition the mesh over {comm.size} MPI ranks: {exc}")
             for r in range(1, comm.size):
-                large(comm).send(exc, dest=r, tag=_SETUP_TAG)
-            return None, None, None, exc
+                large(comm).send(err, dest=r, tag=_SETUP_TAG)
+            return None, err
+        del indptr, indices
+        pin = int(np.argmax(mesh.coords[:, 2]))          # the serial set-up's pin
 
         def message(rp):
             return {"rp": rp, "mesh": setup_mesh(mesh, rp), "nnodes": n, "pin": pin}
@@ -256,7 +282,7 @@ class DistributedSimulation:
                 large(comm).send(message(parts[r]), dest=r, tag=_SETUP_TAG)
                 parts[r] = None
             own = message(parts[0])
-        return mesh, part, cache, own
+        return part, own
 
     @staticmethod
     def _scatter_setup(config, comm, backend):

@@ -110,47 +110,60 @@ def test_gathered_owned_rows_are_the_serial_pressure_matrix(serial, k):
 
 
 class _Comm:
-    """Rank 0 of ``size`` ranks: records what it sends."""
+    """Rank ``rank`` of ``size`` ranks in one process: records what it sends; a broadcast
+    returns ``root_value`` on ranks other than 0 (what rank 0 would have sent) and an
+    all-gather ``gathered`` where set (the other ranks' values), else this rank's alone."""
 
-    def __init__(self, size):
-        self.rank, self.size, self.sent = 0, size, []
+    def __init__(self, size, rank=0, root_value=None, gathered=None):
+        self.rank, self.size, self.sent = rank, size, []
+        self.root_value, self.gathered = root_value, gathered
 
     def send(self, obj, dest, tag):
         self.sent.append((dest, tag, obj))
 
+    def bcast(self, obj, root=0):
+        return obj if self.rank == 0 else self.root_value
 
-def test_a_build_error_on_rank_0_reaches_every_rank(serial, monkeypatch):
+    def allgather(self, obj):
+        return [obj] if self.gathered is None else self.gathered(obj)
+
+
+def test_a_mesh_error_on_rank_0_reaches_every_rank(serial, monkeypatch):
     import dycore.timestepping.simulation as ts
     from dycore.errors import ConfigError
-    from dycore.parallel.simulation import _SETUP_TAG, DistributedSimulation
+    from dycore.parallel.simulation import DistributedSimulation
 
     def broken(*args, **kwargs):
         raise ConfigError("mesh.file: no such file")
     monkeypatch.setattr(ts, "config_mesh", broken)
-    comm = _Comm(3)
-    mesh, part, cache, err = DistributedSimulation._send_parts(serial[0], comm)
-    assert mesh is None and part is None and cache is None and isinstance(err, ConfigError)
-    assert [(d, t) for d, t, _ in comm.sent] == [(1, _SETUP_TAG), (2, _SETUP_TAG)]
-    assert all(obj is err for _, _, obj in comm.sent)
+    mesh, cache, err = DistributedSimulation._root_mesh(serial[0])
+    assert mesh is None and cache is None and isinstance(err, ConfigError)
+    for rank in (0, 2):              # rank 0 raises its own error, rank 2 the broadcast one
+        sim = DistributedSimulation.__new__(DistributedSimulation)
+        with pytest.raises(ConfigError, match="mesh.file: no such file"):
+            sim._receive_local(serial[0], _Comm(3, rank, root_value=err))
 
 
 def test_more_ranks_than_metis_can_fill_is_a_config_error(serial):
     from dycore.errors import ConfigError
-    from dycore.parallel.simulation import DistributedSimulation
+    from dycore.parallel.simulation import _SETUP_TAG, DistributedSimulation
     comm = _Comm(10 ** 4)
-    *_, err = DistributedSimulation._send_parts(serial[0], comm)
-    assert isinstance(err, ConfigError)
+    part, err = DistributedSimulation._send_parts(serial[0], comm, serial[1].mesh)
+    assert part is None and isinstance(err, ConfigError)
     assert str(err).startswith("cannot partition the mesh over 10000 MPI ranks")
     assert len(comm.sent) == 10 ** 4 - 1
+    assert all(t == _SETUP_TAG and obj is err for _, t, obj in comm.sent)
 
 
 def test_rank_0_sends_every_rank_its_part_and_keeps_the_mesh(serial):
     from dycore.parallel.local_setup import setup_mesh
     from dycore.parallel.simulation import DistributedSimulation
     cfg, sim = serial
+    mesh, cache, err = DistributedSimulation._root_mesh(cfg)
+    assert err is None and np.array_equal(mesh.coords, sim.mesh.coords)
     comm = _Comm(3)
-    mesh, part, cache, own = DistributedSimulation._send_parts(cfg, comm)
-    assert np.array_equal(mesh.coords, sim.mesh.coords) and part.shape == (sim.mesh.nnodes,)
+    part, own = DistributedSimulation._send_parts(cfg, comm, mesh)
+    assert part.shape == (sim.mesh.nnodes,)
     msgs = [own] + [obj for _, _, obj in comm.sent]
     assert [m["rp"].rank for m in msgs] == [0, 1, 2]
     for m in msgs:
@@ -158,6 +171,60 @@ def test_rank_0_sends_every_rank_its_part_and_keeps_the_mesh(serial):
         _same(m["mesh"], setup_mesh(sim.mesh, m["rp"]), f"part of rank {m['rp'].rank}")
     owned = np.sort(np.concatenate([m["rp"].owned for m in msgs]))
     assert np.array_equal(owned, np.arange(sim.mesh.nnodes))
+
+
+@pytest.fixture
+def built(serial):
+    """Rank 0's piece of 3 METIS parts (its ``rp`` made for a 1-rank stand-in communicator
+    is not needed: the cache entry is named by the communicator) and the partition."""
+    from dycore.parallel.local_setup import local_piece, setup_mesh
+    from dycore.parallel.partition import metis_partition, partition_mesh
+    cfg, sim = serial
+    sp_ = sim.sparsity
+    part = metis_partition(sp_.indptr, sp_.indices, 3)
+    rp = partition_mesh(sim.mesh.tets, sim.mesh.nnodes, sp_.indptr, sp_.indices, part)[0]
+    return local_piece(cfg, setup_mesh(sim.mesh, rp), rp, sim.mesh.nnodes, sim.ops.pin), part
+
+
+def test_a_stored_piece_is_loaded_array_for_array(built, tmp_path):
+    """store_piece then load_pieces (one rank): the piece comes back, every array's dtype,
+    shape and bits, with the partition on rank 0; the entry is named by rank, rank count and
+    the code's digest."""
+    from dycore.io.setup_cache import SetupCache
+    from dycore.parallel.local_setup import load_pieces, store_piece
+    piece, part = built
+    cache = SetupCache(tmp_path, (np.arange(3),), {"test": 1})
+    assert load_pieces(_Comm(1), cache) == (None, None)                  # nothing yet
+    store_piece(_Comm(1), cache, piece, part)
+    [entry] = cache.folder.glob("piece-*.npz")
+    assert entry.name.startswith("piece-rank0of1-")
+    got, got_part = load_pieces(_Comm(1), cache)
+    _same(got, piece, "loaded piece")
+    assert got_part.dtype == part.dtype and np.array_equal(got_part, part)
+    assert load_pieces(_Comm(1), None) == (None, None)                   # caching off
+
+
+def test_pieces_are_used_only_when_every_rank_has_one_of_one_partition(built, tmp_path,
+                                                                         caplog):
+    """All or none: another rank without its piece, or with a piece of another partition,
+    makes every rank build anew; so does a damaged entry (with a warning)."""
+    from dycore.io.setup_cache import SetupCache
+    from dycore.parallel.local_setup import load_pieces, partition_digest, store_piece
+    piece, part = built
+    cache = SetupCache(tmp_path, (np.arange(3),), {"test": 2})
+    store_piece(_Comm(1), cache, piece, part)
+    assert load_pieces(_Comm(1), cache)[0] is not None
+    mine = partition_digest(part)
+    assert load_pieces(_Comm(1, gathered=lambda d: [d, None]), cache) == (None, None)
+    assert load_pieces(_Comm(1, gathered=lambda d: [d, mine[::-1]]), cache) == (None, None)
+    assert load_pieces(_Comm(1, gathered=lambda d: [d, d]), cache)[0] is not None
+    [entry] = cache.folder.glob("piece-*.npz")
+    arrays = dict(np.load(entry))
+    arrays["tree"] = np.frombuffer(b'{"x": 1}', np.uint8)                # an unknown layout
+    np.savez(entry, **arrays)
+    with caplog.at_level("WARNING", logger="dycore"):
+        assert load_pieces(_Comm(1), cache) == (None, None)
+    assert "piece of rank 0 is unreadable" in caplog.text
 
 
 def test_an_unknown_setup_is_a_value_error(serial):

@@ -50,3 +50,28 @@ def test_one_rank_agrees_with_the_serial_simulation(runs):
         got = runs[1][f"{name}_{STEPS}"]
         err = np.max(np.abs(got - ser[name])) / np.max(np.abs(ser[name]))
         assert err < 1e-9, (name, err)          # measured: <= 1.1e-13 (p)
+
+
+def test_a_second_run_loads_every_ranks_piece_and_takes_the_same_steps(tmp_path, monkeypatch,
+                                                                        runs):
+    """2 CPU ranks with a set-up cache folder: the first run stores each rank's piece
+    (``piece-rank<r>of2-...``, beside the rest of rank 0's set-up cache), the second loads
+    them instead of partitioning and assembling — the files are not written again — and both
+    take the steps of the run without a cache, bit for bit."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DYCORE_CACHE_DIR", str(cache))
+    steps = 2
+    for run in range(2):
+        dst = tmp_path / f"run{run}.npz"
+        proc = launch(2, str(HERE / "step_driver.py"), str(dst), str(steps), "amg", timeout=300)
+        assert proc.returncode == 0, f"run {run}:\n{proc.stdout}\n{proc.stderr}"
+        out = dict(np.load(dst))
+        for step in range(1, steps + 1):
+            for name in FIELDS:
+                assert np.array_equal(out[f"{name}_{step}"], runs[2][f"{name}_{step}"]), (
+                    run, step, name)
+        files = sorted(cache.glob("*/piece-rank*of2-*.npz"))
+        assert [f.name.split("-")[1] for f in files] == ["rank0of2", "rank1of2"]
+        if run == 0:
+            written = [f.stat().st_mtime_ns for f in files]
+    assert [f.stat().st_mtime_ns for f in files] == written        # loaded, not rebuilt
