@@ -23,7 +23,10 @@ that computes a cached array (``dycore/fem``, ``dycore/assembly``, ``dycore/back
 and the configuration that reaches the set-up (the ``case``, ``physics``, ``mesh`` and
 ``solvers.pressure`` sections, the backend's kind, assembly mode and strict flag). Any change
 gives a new key, so a stale entry is never read; it is removed when the cache grows past
-``$DYCORE_CACHE_MAX_GB`` (default 20) — least recently used first.
+``$DYCORE_CACHE_MAX_GB`` (default 20) — least recently used first, but never an entry used in
+the last :data:`KEEP_RECENT_S` seconds: a run's own entries (its mesh, its set-up, the pieces
+of its other MPI ranks) are never removed under it, even when they alone exceed the limit
+(four ranks at 30.7 M tets keep 27 GB: docs/parallel.md).
 
 A piece whose file cannot be read (damaged zip member: ``np.load`` checks each member's CRC-32)
 is rebuilt and rewritten, with a warning. Files are written to a temporary name and renamed, so
@@ -94,6 +97,10 @@ def source_digest(folders=SOURCE_FOLDERS) -> str:
             h.update(path.read_bytes())
         _DIGESTS[folders] = h.hexdigest()
     return _DIGESTS[folders]
+
+
+#: entries used more recently than this [s] are never pruned (a run in progress)
+KEEP_RECENT_S = 1800.0
 
 
 def _max_bytes() -> float:
@@ -206,8 +213,10 @@ class SetupCache:
         return arrays
 
     def _prune(self) -> None:
-        """Remove the least recently used entries while the cache exceeds its size limit."""
+        """Remove the least recently used entries while the cache exceeds its size limit,
+        none used in the last :data:`KEEP_RECENT_S` seconds."""
         limit = _max_bytes()
+        recent = time.time() - KEEP_RECENT_S
         try:
             entries = []
             for d in self.directory.iterdir():
@@ -216,7 +225,7 @@ class SetupCache:
                     entries.append((d.stat().st_mtime, size, d))
             total = sum(e[1] for e in entries)
             for _, size, d in sorted(entries):
-                if total <= limit or d == self.folder:
+                if total <= limit or d == self.folder or d.stat().st_mtime > recent:
                     continue
                 shutil.rmtree(d, ignore_errors=True)
                 total -= size

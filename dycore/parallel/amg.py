@@ -48,7 +48,7 @@ def coarse_owners(p, fine_owner: np.ndarray) -> np.ndarray:
 
 
 def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int = 2,
-                max_coarse: int = 500) -> list:
+                max_coarse: int = 500, hierarchy=None) -> list:
     """Build the hierarchy of the global matrix ``a`` and cut it into what every rank keeps
     (run on one rank; :class:`DistributedVCycle` scatters the pieces).
 
@@ -57,6 +57,8 @@ def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int 
     a : SciPy CSR (n, n) — the global pressure matrix; owner : (n,) int — rank of every fine
         row; nranks : int; smoother, sweeps, max_coarse : as
         :class:`dycore.solvers.amg.HostHierarchy`
+    hierarchy : HostHierarchy of ``a`` already built (e.g. loaded from the set-up cache:
+        :func:`~dycore.solvers.amg.cached_hierarchy`), or None to build it here
 
     Returns
     -------
@@ -67,7 +69,8 @@ def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int 
     coarsest unknown: the all-gather's layout), ``n_coarse``, ``owned`` (owned ids per level).
     """
     from dycore.solvers.amg import HostHierarchy
-    h = HostHierarchy(a, smoother=smoother, sweeps=sweeps, max_coarse=max_coarse)
+    h = (HostHierarchy(a, smoother=smoother, sweeps=sweeps, max_coarse=max_coarse)
+         if hierarchy is None else hierarchy)
     owners = [np.asarray(owner, np.int64)]
     for _, p, _, _, _ in h.levels:
         owners.append(coarse_owners(p, owners[-1]))

@@ -271,17 +271,25 @@ class GpuRankSimulation(DistributedSimulation):
     def _global_vcycle_piece(self, piece) -> dict:
         """This rank's piece of the global pressure hierarchy (collective): rank 0 gathers the
         owned pressure rows (:func:`~dycore.parallel.local_setup.gather_rows`), builds PyAMG's
-        hierarchy and cuts it by rows (:func:`~dycore.parallel.amg.rank_pieces`, the mesh
-        partition on level 0), and sends each rank its piece (one message per rank)."""
+        hierarchy — or loads it from its set-up cache (``amg-global-...``, checked against
+        the matrix: :func:`~dycore.solvers.amg.cached_hierarchy`) — and cuts it by rows
+        (:func:`~dycore.parallel.amg.rank_pieces`, the mesh partition on level 0), and sends
+        each rank its piece (one message per rank)."""
         from dycore.parallel.amg import rank_pieces
         from dycore.parallel.local_setup import gather_rows
         from dycore.parallel.mpi import large
         from dycore.parallel.simulation import _SETUP_TAG
+        from dycore.solvers.amg import cached_hierarchy
         comm = self.comm
         a = gather_rows(comm, self.rp, piece["pressure_rows"], self.nnodes)
         if comm.rank != 0:
             return large(comm).recv(source=0, tag=_SETUP_TAG + 3)
-        pieces = rank_pieces(a, self.part, comm.size)
+        smoother, sweeps, max_coarse = "chebyshev", 2, 500        # rank_pieces' defaults
+        h = cached_hierarchy(a, smoother, sweeps, max_coarse, cache=self.setup_cache,
+                             name=f"amg-global-{smoother}-{sweeps}-{max_coarse}")
+        pieces = rank_pieces(a, self.part, comm.size, smoother, sweeps, max_coarse,
+                             hierarchy=h)
+        del h
         del a
         for r in range(1, comm.size):
             large(comm).send(pieces[r], dest=r, tag=_SETUP_TAG + 3)

@@ -248,8 +248,9 @@ def test_one_gpu_without_mpi_with_exact_dots_gives_the_bits_of_the_gpu_ranks(run
 
 def test_the_rank_local_amg_hierarchies_are_kept_in_the_set_up_cache(tmp_path, monkeypatch):
     """Pressure amg on 2 GPU ranks with a set-up cache folder: the first run stores each rank's
-    hierarchy (``amg-rank<r>of2-...``, under the key of rank 0's set-up cache), the second
-    loads them — the files are not written again — and takes the same step bit for bit."""
+    hierarchy (``amg-rank<r>of2-...``, under the key of rank 0's set-up cache) and piece
+    (``piece-rank<r>of2-...``), the second loads them — the files are not written again — and
+    takes the same step bit for bit."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("DYCORE_CACHE_DIR", str(cache))
     out = []
@@ -262,6 +263,8 @@ def test_the_rank_local_amg_hierarchies_are_kept_in_the_set_up_cache(tmp_path, m
         files = sorted(cache.glob("*/amg-rank*of2-*.npz"))
         assert [f.name.split("-")[1] for f in files] == ["rank0of2", "rank1of2"]
         assert files[0].parent == files[1].parent            # one key: rank 0's cache
+        files += sorted(cache.glob("*/piece-rank*of2-*.npz"))        # the ranks' pieces
+        assert len(files) == 4 and files[2].parent == files[0].parent
         if run == 0:
             written = [f.stat().st_mtime_ns for f in files]
     assert [f.stat().st_mtime_ns for f in files] == written        # loaded, not rebuilt
@@ -269,20 +272,33 @@ def test_the_rank_local_amg_hierarchies_are_kept_in_the_set_up_cache(tmp_path, m
     assert out[0]["its_pressure"][0] > 0
 
 
-def test_the_global_vcycle_gives_one_gpu_ranks_bits_on_two(tmp_path):
+def test_the_global_vcycle_gives_one_gpu_ranks_bits_on_two(tmp_path, monkeypatch):
     """Pressure amg as the V-cycle of ONE hierarchy of the whole matrix, distributed by rows
     (``GpuRankSimulation(global_amg=True)``): the 48-node matrix is below PyAMG's coarsest size,
     so the cycle is its pseudo-inverse applied to the all-gathered right-hand side — CG stops
     after one iteration per solve, and 2 GPU ranks give 1 GPU rank's step bit for bit (the
-    rank-local hierarchies of 2 ranks are two block inverses: more iterations)."""
+    rank-local hierarchies of 2 ranks are two block inverses: more iterations). A second run on
+    2 ranks with the same set-up cache folder loads the global hierarchy (rank 0's
+    ``amg-global-...``) and every rank's piece instead of building them — the files are not
+    written again — and takes the same step."""
     out = {}
-    for k in (1, 2):
-        dst = tmp_path / f"global{k}.npz"
+    for k, run in ((1, 1), (2, 1), (2, 2)):
+        monkeypatch.setenv("DYCORE_CACHE_DIR", str(tmp_path / f"cache{k}"))
+        dst = tmp_path / f"global{k}-{run}.npz"
         proc = launch(k, str(HERE / "gpu_step_driver.py"), str(dst), "1", "gpu", "global_amg",
                       timeout=900)
         assert proc.returncode == 0, f"{k} rank(s):\n{proc.stdout}\n{proc.stderr}"
-        out[k] = dict(np.load(dst))
-        assert str(out[k]["pressure_precond"]) == "global_amg"
-    _same_bits(out[1], out[2], 1)
+        out[k, run] = dict(np.load(dst))
+        assert str(out[k, run]["pressure_precond"]) == "global_amg"
+        if k == 2:
+            files = sorted(tmp_path.glob("cache2/*/amg-global-*.npz")) + sorted(
+                tmp_path.glob("cache2/*/piece-rank*of2-*.npz"))
+            assert len(files) == 3, files
+            stamps = [f.stat().st_mtime_ns for f in files]
+            if run == 1:
+                written = stamps
+    assert stamps == written                                  # loaded, not rebuilt
+    _same_bits(out[1, 1], out[2, 1], 1)
+    _same_bits(out[2, 1], out[2, 2], 1)
     picard = 2                                   # Picard iterations: one pressure solve each
-    assert out[2]["its_pressure"][0] == picard
+    assert out[2, 1]["its_pressure"][0] == picard

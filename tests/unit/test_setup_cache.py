@@ -203,6 +203,24 @@ def test_the_cache_is_pruned_least_recently_used_first(tmp_path, monkeypatch):
     assert left == sorted([caches[0].folder.name, caches[2].folder.name])
 
 
+def test_entries_in_use_are_never_pruned(tmp_path, monkeypatch):
+    """Over the limit, an entry used within KEEP_RECENT_S (another folder of the same run: its
+    mesh, say, stored by another process) stays; one older is removed."""
+    import os
+    import time
+    from dycore.io.setup_cache import KEEP_RECENT_S
+    caches = [SetupCache(tmp_path, (np.array([i]),)) for i in range(3)]
+    for c in caches:
+        c.store("x", {"a": np.zeros(1000)})
+    now = time.time()
+    os.utime(caches[0].folder, (now - KEEP_RECENT_S - 60,) * 2)      # unused for long
+    os.utime(caches[1].folder, (now - KEEP_RECENT_S + 60,) * 2)      # in use a minute ago
+    monkeypatch.setenv("DYCORE_CACHE_MAX_GB", "1e-9")                # 1 byte: all too big
+    caches[2]._prune()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([caches[1].folder.name, caches[2].folder.name])
+
+
 def test_off_means_always_build(tmp_path):
     c = SetupCache(None)
     built = []
