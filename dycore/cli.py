@@ -132,6 +132,10 @@ def _add_run(parser: argparse.ArgumentParser) -> None:
                         help="override backend.reduction (exact: correctly rounded dot "
                              "products; one GPU then gives the GPU ranks' bits)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-setup-cache", action="store_true",
+                        help="neither read nor write the set-up cache (mesh, operators, AMG "
+                             "hierarchies, MPI ranks' pieces) for this run; same as "
+                             "DYCORE_CACHE_DIR=off")
     parser.add_argument("--nvtx", action="store_true",
                         help="NVTX ranges around every timed stage, named as the stage timers, "
                              "for Nsight Systems (same as DYCORE_NVTX=1; needs CuPy or the nvtx "
@@ -287,21 +291,25 @@ def _run_overrides(args: argparse.Namespace) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    if not args.nvtx:
-        return _run(args)
     import os
 
     from dycore.backend.stage_hooks import NVTX_ENV
 
-    previous = os.environ.get(NVTX_ENV)
-    os.environ[NVTX_ENV] = "1"             # read when the stage timers are made
+    env = {}
+    if args.nvtx:
+        env[NVTX_ENV] = "1"                # read when the stage timers are made
+    if args.no_setup_cache:
+        env["DYCORE_CACHE_DIR"] = "off"    # read when the set-up starts (every MPI rank)
+    previous = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         return _run(args)
     finally:                               # main() may be called again in the same process
-        if previous is None:
-            os.environ.pop(NVTX_ENV, None)
-        else:
-            os.environ[NVTX_ENV] = previous
+        for k, v in previous.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -11,7 +11,8 @@ Where it lives
 --------------
 ``$DYCORE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/dycore`` (default ``~/.cache/dycore``); one
 folder per key holding one ``.npz`` file per piece (``sparsity``, ``operators``, ``amg``, the
-cuDSS ordering, the Courant number's spacing).
+cuDSS ordering, the Courant number's spacing; on MPI ranks each rank's piece of the set-up and
+AMG hierarchy: :mod:`dycore.parallel.local_setup`).
 ``DYCORE_CACHE_DIR=off`` (or ``0``, ``none``) turns the cache off, as does
 ``dycore run --no-setup-cache``. Deleting the folder is always safe.
 

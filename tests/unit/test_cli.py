@@ -163,6 +163,33 @@ def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
     assert f"output: {out}" in printed and "7 steps to t = 70 s" in printed
 
 
+def test_no_setup_cache_turns_the_cache_off_for_the_run_only(monkeypatch, tmp_path):
+    """``dycore run --no-setup-cache``: the set-up sees DYCORE_CACHE_DIR=off (no cache folder,
+    on every MPI rank alike: each parses the flag); the variable is restored afterwards."""
+    from dycore.io.setup_cache import cache_directory
+    seen = []
+
+    def run_from_config(config, *, max_steps=None, overwrite=False):
+        seen.append(cache_directory())
+        return types.SimpleNamespace(output_path=config.output_path, steps=1, t=10.0,
+                                     wall_time=0.1, timers_table="")
+
+    fake = types.ModuleType("dycore.timestepping.simulation")
+    fake.run_from_config = run_from_config
+    monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
+    import dycore.timestepping
+    monkeypatch.setattr(dycore.timestepping, "simulation", fake, raising=False)
+    _use_stub_case_if_needed(monkeypatch)
+    monkeypatch.setenv("DYCORE_CACHE_DIR", str(tmp_path / "cache"))
+    for flags in (["--no-setup-cache"], []):
+        out = tmp_path / f"o{len(flags)}.nc"
+        assert cli.main(["run", str(SMALL), "--steps", "1", "--output", str(out),
+                         "--no-progress", *flags]) == 0
+    assert seen == [None, tmp_path / "cache"]
+    import os
+    assert os.environ["DYCORE_CACHE_DIR"] == str(tmp_path / "cache")
+
+
 def test_run_reports_dycore_errors_with_status_1(monkeypatch, capsys, tmp_path):
     from dycore.errors import SolverDivergedError
 
