@@ -16,12 +16,16 @@ import time
 import numpy as np
 import scipy.sparse.linalg as spla
 
-#: (name, strength, smooth): PyAMG smoothed_aggregation_solver options
+#: (name, strength, smooth): PyAMG smoothed_aggregation_solver options; smooth "classical":
+#: PyAMG's Ruge-Stuben solver instead (strength: its strength argument)
 VARIANTS = (("evolution/energy", "evolution", "energy"),
             ("evolution/jacobi", "evolution", "jacobi"),
             ("symmetric(0.0)/energy", ("symmetric", {"theta": 0.0}), "energy"),
             ("symmetric(0.0)/jacobi", ("symmetric", {"theta": 0.0}), "jacobi"),
-            ("symmetric(0.1)/jacobi", ("symmetric", {"theta": 0.1}), "jacobi"))
+            ("symmetric(0.1)/jacobi", ("symmetric", {"theta": 0.1}), "jacobi"),
+            ("evolution(k=1)/energy", ("evolution", {"k": 1}), "energy"),
+            ("evolution/energy(maxiter=2)", "evolution", ("energy", {"maxiter": 2})),
+            ("classical(0.25)/RS", ("classical", {"theta": 0.25}), "classical"))
 
 
 def _levels(a, strength, smooth):
@@ -32,9 +36,12 @@ def _levels(a, strength, smooth):
     state = np.random.get_state()
     np.random.seed(0)
     try:
-        ml = pyamg.smoothed_aggregation_solver(a.tocsr(), symmetry="symmetric",
-                                               strength=strength, smooth=smooth,
-                                               max_coarse=500)
+        if smooth == "classical":
+            ml = pyamg.ruge_stuben_solver(a.tocsr(), strength=strength, max_coarse=500)
+        else:
+            ml = pyamg.smoothed_aggregation_solver(a.tocsr(), symmetry="symmetric",
+                                                   strength=strength, smooth=smooth,
+                                                   max_coarse=500)
     finally:
         np.random.set_state(state)
     levels = []
@@ -70,7 +77,12 @@ def main():
     ap.add_argument("config")
     ap.add_argument("--mesh", type=int, nargs=3)
     ap.add_argument("--parts", type=int, nargs="+", default=[4])
+    ap.add_argument("--variants", nargs="+", metavar="NAME",
+                    help="only these (default: all): " + ", ".join(v[0] for v in VARIANTS))
     args = ap.parse_args()
+    variants = [v for v in VARIANTS if not args.variants or v[0] in args.variants]
+    if args.variants and len(variants) != len(args.variants):
+        ap.error(f"--variants: unknown name among {args.variants}")
     import dycore
     from dycore.parallel.partition import metis_partition
     cfg = dycore.load_config(args.config)
@@ -90,7 +102,7 @@ def main():
         print(f"\nK = {k} parts ({', '.join(str(r.size) for r in rows)} rows)")
         print(f"  {'strength/prolongation':24s} {'build sum s':>11s} {'slowest s':>9s} "
               f"{'levels':>6s} {'CG its':>6s}")
-        for name, strength, smooth in VARIANTS:
+        for name, strength, smooth in variants:
             built, secs = [], []
             for blk in blocks:
                 t0 = time.perf_counter()

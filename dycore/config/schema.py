@@ -295,6 +295,14 @@ class LinearSolverConfig(_Section):
         "auto: distributed where every rank supports it, the run is not strict or "
         "deterministic and the matrix has at least 500,000 rows (measured shorter steps at "
         "762,129 rows), replicated otherwise (pressure only; docs/parallel.md)")
+    amg_coarsening: Literal["aggregation", "classical"] = _field(
+        "aggregation", unit="-", description="the pressure AMG hierarchy (PyAMG): "
+        "aggregation (smoothed aggregation with the evolution strength measure and "
+        "energy-minimising prolongation: the fewest iterations on one rank), or classical "
+        "(Ruge-Stuben, strength theta 0.25: measured 6.9-7.8x faster to build, 50 % more CG "
+        "iterations on one rank but as many as aggregation on rank-local blocks of 4 ranks, "
+        "operator complexity 2.06 against 1.34: a longer cycle; docs/performance.md) "
+        "(pressure only, with preconditioner amg)")
     precision: Literal["auto", "float64", "float32"] = _field(
         "auto", unit="-", description="storage of the AMG levels' matrix values in device "
         "mode (float32: 2/3 of the bytes per nonzero, arithmetic stays float64; auto: float32 "
@@ -343,6 +351,10 @@ class SolversConfig(_Section):
         if self.pressure.method not in ("cg", "direct", "auto"):
             problems.append(("pressure.method", "expected 'cg', 'direct' or 'auto' (the "
                              "pressure system is SPD)", self.pressure.method))
+        if (self.pressure.amg_coarsening != "aggregation"
+                and self.pressure.preconditioner != "amg"):
+            problems.append(("pressure.amg_coarsening", "needs preconditioner amg (it chooses "
+                             "the AMG hierarchy)", self.pressure.amg_coarsening))
         if self.pressure.precision == "float32" and self.pressure.preconditioner != "amg":
             problems.append(("pressure.precision", "float32 needs preconditioner amg (it "
                              "stores the AMG levels' matrices)", self.pressure.precision))
@@ -352,6 +364,10 @@ class SolversConfig(_Section):
                 problems.append((f"{system}.method", "expected gmres or bicgstab (direct and "
                                  "auto are for the constant pressure matrix only: this matrix is "
                                  "assembled anew every Picard iteration)", solver.method))
+            if solver.amg_coarsening != "aggregation":
+                problems.append((f"{system}.amg_coarsening", "expected aggregation (the AMG "
+                                 "hierarchy is for the pressure system only)",
+                                 solver.amg_coarsening))
             if solver.precision == "float32":
                 problems.append((f"{system}.precision", "expected float64 (float32 is for the "
                                  "pressure AMG levels)", solver.precision))

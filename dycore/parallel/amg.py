@@ -48,7 +48,7 @@ def coarse_owners(p, fine_owner: np.ndarray) -> np.ndarray:
 
 
 def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int = 2,
-                max_coarse: int = 500, hierarchy=None) -> list:
+                max_coarse: int = 500, hierarchy=None, coarsening: str = "aggregation") -> list:
     """Build the hierarchy of the global matrix ``a`` and cut it into what every rank keeps
     (run on one rank; :class:`DistributedVCycle` scatters the pieces).
 
@@ -59,6 +59,8 @@ def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int 
         :class:`dycore.solvers.amg.HostHierarchy`
     hierarchy : HostHierarchy of ``a`` already built (e.g. loaded from the set-up cache:
         :func:`~dycore.solvers.amg.cached_hierarchy`), or None to build it here
+    coarsening : "aggregation" or "classical" (the hierarchy built here: as
+        :func:`dycore.solvers.linear.amg_hierarchy`)
 
     Returns
     -------
@@ -69,8 +71,8 @@ def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int 
     coarsest unknown: the all-gather's layout), ``n_coarse``, ``owned`` (owned ids per level).
     """
     from dycore.solvers.amg import HostHierarchy
-    h = (HostHierarchy(a, smoother=smoother, sweeps=sweeps, max_coarse=max_coarse)
-         if hierarchy is None else hierarchy)
+    h = (HostHierarchy(a, smoother=smoother, sweeps=sweeps, max_coarse=max_coarse,
+                       coarsening=coarsening) if hierarchy is None else hierarchy)
     owners = [np.asarray(owner, np.int64)]
     for _, p, _, _, _ in h.levels:
         owners.append(coarse_owners(p, owners[-1]))
@@ -99,17 +101,19 @@ class DistributedVCycle:
     comm : mpi4py communicator
     a : SciPy CSR of the GLOBAL pressure matrix — read on rank 0 only (None elsewhere)
     owner : (n,) int — rank of every fine row (the mesh partition) — rank 0 only
-    smoother, sweeps : as :class:`dycore.solvers.amg.HostHierarchy`
+    smoother, sweeps, coarsening : as :class:`dycore.solvers.amg.HostHierarchy`
 
     Attributes
     ----------
     sizes : list of int — unknowns per level; owned : list of (n_owned,) per level
     """
 
-    def __init__(self, comm, a, owner, smoother: str = "chebyshev", sweeps: int = 2):
+    def __init__(self, comm, a, owner, smoother: str = "chebyshev", sweeps: int = 2,
+                 coarsening: str = "aggregation"):
         pieces = None
         if comm.rank == 0:
-            pieces = rank_pieces(a, owner, comm.size, smoother=smoother, sweeps=sweeps)
+            pieces = rank_pieces(a, owner, comm.size, smoother=smoother, sweeps=sweeps,
+                                 coarsening=coarsening)
         piece = comm.scatter(pieces, root=0)
         del pieces
         self.comm, self.sizes = comm, piece["sizes"]

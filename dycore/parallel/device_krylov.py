@@ -249,6 +249,7 @@ class DeviceRankPCG(ReplayedSolve):
     check_every : iterations issued between two host reads of the verdict
     amg_dtype : storage of the local V-cycle's level matrices (float64 or float32)
     amg_max_coarse, amg_smoother, amg_sweeps : the local hierarchy (as the serial device solver)
+    amg_coarsening : "aggregation" or "classical" (``solvers.pressure.amg_coarsening``)
     exact_blocks, exact_threads : launch shape of the exact reducer's parts kernel
     sum_blocks, sum_threads : launch shape of the sum-mode dot kernels (fixed, so the sum's
         order is; ``sum_threads`` a power of two, None: min(256, the backend's solver block))
@@ -288,7 +289,8 @@ class DeviceRankPCG(ReplayedSolve):
                  exact_blocks: int = 264, exact_threads: int | None = None,
                  sum_blocks: int = 64, sum_threads: int | None = None,
                  block: int | None = None, graphs: bool = True, name: str = "pressure",
-                 amg_cache=None, amg_entry: str | None = None, vcycle_piece: dict | None = None):
+                 amg_cache=None, amg_entry: str | None = None, vcycle_piece: dict | None = None,
+                 amg_coarsening: str = "aggregation"):
         import scipy.sparse as sp
 
         from dycore.parallel.device_reduce import DeviceExactReducer
@@ -346,7 +348,8 @@ class DeviceRankPCG(ReplayedSolve):
             owned_block.sort_indices()
             h = cached_hierarchy(owned_block, amg_smoother, amg_sweeps, amg_max_coarse,
                                  amg_cache, amg_entry and (f"{amg_entry}-{amg_smoother}-"
-                                                          f"{amg_sweeps}-{amg_max_coarse}"))
+                                                          f"{amg_sweeps}-{amg_max_coarse}"),
+                                 coarsening=amg_coarsening)
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             self.vcycle = DeviceVCycle(la, h, amg_dtype)
             self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]

@@ -212,6 +212,7 @@ class DeviceDistributedSystems:
                 precond=("global_amg" if glob else "local_amg") if pc == "amg" else "jacobi",
                 rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
                 amg_cache=setup_cache, amg_entry=f"amg-rank{rp.rank}of{rp.nparts}",
+                amg_coarsening=p.amg_coarsening,
                 **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
         self.out = {1: backend.zeros(self.n_local), 3: backend.zeros((self.n_local, 3)),
                     "p": backend.zeros(self.n_local)}

@@ -286,7 +286,8 @@ class GpuRankSimulation(DistributedSimulation):
             return large(comm).recv(source=0, tag=_SETUP_TAG + 3)
         smoother, sweeps, max_coarse = "chebyshev", 2, 500        # rank_pieces' defaults
         h = cached_hierarchy(a, smoother, sweeps, max_coarse, cache=self.setup_cache,
-                             name=f"amg-global-{smoother}-{sweeps}-{max_coarse}")
+                             name=f"amg-global-{smoother}-{sweeps}-{max_coarse}",
+                             coarsening=self.config.solvers.pressure.amg_coarsening)
         pieces = rank_pieces(a, self.part, comm.size, smoother, sweeps, max_coarse,
                              hierarchy=h)
         del h

@@ -60,12 +60,12 @@ class BlockJacobi3:
 
 
 class LocalAMG:
-    """One smoothed-aggregation V-cycle on the rank's owned × owned block (additive Schwarz
-    without overlap; the hierarchy of :func:`dycore.solvers.linear.amg_hierarchy`)."""
+    """One V-cycle on the rank's owned × owned block (additive Schwarz without overlap; the
+    hierarchy of :func:`dycore.solvers.linear.amg_hierarchy`, ``coarsening`` as there)."""
 
-    def __init__(self, owned_block):
+    def __init__(self, owned_block, coarsening: str = "aggregation"):
         from dycore.solvers.linear import amg_hierarchy
-        self.ml = amg_hierarchy(owned_block)
+        self.ml = amg_hierarchy(owned_block, coarsening=coarsening)
         self._m = self.ml.aspreconditioner(cycle="V")
 
     def __call__(self, r):

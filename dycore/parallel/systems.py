@@ -78,13 +78,15 @@ class DistributedSystems:
         self.pressure_matrix = DistributedMatrix(comm, self.plan2, pp, pi, pv)
         pc = cfg.pressure.preconditioner
         if pc == "amg" and local_amg:
-            self.pressure_pc = LocalAMG(self.pressure_matrix.owned_block())
+            self.pressure_pc = LocalAMG(self.pressure_matrix.owned_block(),
+                                        cfg.pressure.amg_coarsening)
         elif pc == "amg":
             from dycore.parallel.amg import DistributedVCycle
             if comm.rank == 0 and (pressure_global is None or part is None):
                 raise ValueError("the distributed V-cycle needs pressure_global and part "
                                  "on rank 0")
-            self.pressure_pc = DistributedVCycle(comm, pressure_global, part)
+            self.pressure_pc = DistributedVCycle(comm, pressure_global, part,
+                                                 coarsening=cfg.pressure.amg_coarsening)
         elif pc == "jacobi":
             self.pressure_pc = Jacobi(np.asarray(pv)[_diag_positions(pp, pi)])
         else:

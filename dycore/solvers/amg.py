@@ -22,7 +22,8 @@ import scipy.sparse.linalg as spla
 
 from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, group_size
 
-__all__ = ["smoother_coefficients", "HostHierarchy", "cached_hierarchy", "matrix_digest",
+__all__ = ["smoother_coefficients", "HostHierarchy", "cached_hierarchy", "hierarchy_entry",
+           "matrix_digest",
            "vcycle_reference", "DeviceVCycle", "DeviceJacobi"]
 
 
@@ -84,16 +85,25 @@ def matrix_digest(a) -> np.ndarray:
     return np.frombuffer(h.digest(), np.uint8).copy()
 
 
+def hierarchy_entry(name: str, coarsening: str = "aggregation") -> str:
+    """The set-up cache entry of a hierarchy: ``name``, with ``-classical`` for a Ruge-Stuben
+    one (so an entry never serves the other coarsening; aggregation keeps the older names)."""
+    return name if coarsening == "aggregation" else f"{name}-{coarsening}"
+
+
 def cached_hierarchy(a, smoother: str = "chebyshev", sweeps: int = 2, max_coarse: int = 500,
-                     cache=None, name: str | None = None) -> "HostHierarchy":
-    """``HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse)``, or the one ``cache``
+                     cache=None, name: str | None = None,
+                     coarsening: str = "aggregation") -> "HostHierarchy":
+    """``HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse, coarsening=coarsening)``,
+    or the one ``cache``
     (:class:`~dycore.io.setup_cache.SetupCache` or None) holds under ``name`` for this very
     matrix: its :func:`matrix_digest` is stored beside it, and an entry made for another matrix
     (another partition, say) is rebuilt and stored over. The GPU ranks' rank-local
     hierarchies (1.3 M rows each at 30.7 M tets on four ranks: 140 s of a 257-s set-up,
     docs/performance.md) come from here."""
     if cache is None or name is None:
-        return HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse)
+        return HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse, coarsening=coarsening)
+    name = hierarchy_entry(name, coarsening)
     a = a.tocsr()
     a.sort_indices()               # (PyAMG sorts them in place: the digest of what it reads)
     digest = matrix_digest(a)
@@ -102,7 +112,7 @@ def cached_hierarchy(a, smoother: str = "chebyshev", sweeps: int = 2, max_coarse
         cache.hits.append(name)
         return HostHierarchy.from_arrays(arrays)
     cache.misses.append(name)
-    h = HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse)
+    h = HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse, coarsening=coarsening)
     cache.store(name, {**h.as_arrays(), "matrix_digest": digest})
     return h
 
@@ -117,10 +127,11 @@ class HostHierarchy:
     """
 
     def __init__(self, a, smoother: str = "chebyshev", sweeps: int = 2,
-                 omega: float = 2.0 / 3.0, max_coarse: int = 500):
+                 omega: float = 2.0 / 3.0, max_coarse: int = 500,
+                 coarsening: str = "aggregation"):
         from dycore.solvers.linear import amg_hierarchy
 
-        ml = amg_hierarchy(a, max_coarse=max_coarse)
+        ml = amg_hierarchy(a, max_coarse=max_coarse, coarsening=coarsening)
         self.levels = []
         for lev in ml.levels[:-1]:
             A = lev.A.tocsr()

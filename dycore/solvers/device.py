@@ -26,7 +26,7 @@ import numpy as np
 
 from dycore.errors import ConfigError
 from dycore.backend import solver_kernels as K
-from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy
+from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy, hierarchy_entry
 from dycore.solvers.direct import (ORDERING_ENTRY, direct_solver, on_gpu, ordering_arrays,
                                    pressure_method, solve_in_step)
 from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,
@@ -144,14 +144,17 @@ class DeviceSystems:
         pc = cfg.pressure.preconditioner
         a = DeviceMatrix.from_scipy(la, ops.pressure_host)
         if pc == "amg":
+            coarsening = cfg.pressure.amg_coarsening
+
             def build():
                 with timers("pressure AMG set-up (host, once)"):
                     return HostHierarchy(ops.pressure_host, smoother, sweeps,
-                                         max_coarse=max_coarse).as_arrays()
+                                         max_coarse=max_coarse,
+                                         coarsening=coarsening).as_arrays()
             if setup_cache is None:
                 h = HostHierarchy.from_arrays(build())
             else:
-                name = f"amg-{smoother}-{sweeps}-{max_coarse}"
+                name = hierarchy_entry(f"amg-{smoother}-{sweeps}-{max_coarse}", coarsening)
                 h = HostHierarchy.from_arrays(setup_cache.get(name, build, timers,
                                                               "pressure AMG hierarchy"))
             self.amg_sizes = h.sizes

@@ -1,5 +1,5 @@
-"""Run by ``mpiexec -n K python tests/parallel/step_driver.py OUT.npz STEPS PRESSURE_PC`` from
-test_mpi_step.py: the small mountain-wave case on a tiny mesh, STEPS distributed steps, the
+"""Run by ``mpiexec -n K python tests/parallel/step_driver.py OUT.npz STEPS PRESSURE_PC
+[NX,NY,NZ]`` from test_mpi_step.py: the small mountain-wave case on a tiny mesh (or NX×NY×NZ), STEPS distributed steps, the
 fields gathered to rank 0 after every step and written to OUT.npz with the diagnostics."""
 import sys
 
@@ -9,9 +9,12 @@ MESH = {"nx": 4, "ny": 4, "nz": 3}
 
 
 def solvers(pressure_pc):
-    """The solvers section: BiCGStab for momentum and tracers, CG with ``pressure_pc``."""
+    """The solvers section: BiCGStab for momentum and tracers, CG with ``pressure_pc``
+    (``amg_classical``: amg with ``amg_coarsening: classical``)."""
+    coarsening = "classical" if pressure_pc == "amg_classical" else "aggregation"
+    pressure_pc = "amg" if pressure_pc == "amg_classical" else pressure_pc
     return {"pressure": {"method": "cg", "preconditioner": pressure_pc, "rtol": 1e-10,
-                         "max_iterations": 2000},
+                         "max_iterations": 2000, "amg_coarsening": coarsening},
             "momentum": {"method": "bicgstab", "preconditioner": "block_jacobi", "rtol": 1e-10},
             "tracer": {"method": "bicgstab", "preconditioner": "jacobi", "rtol": 1e-10}}
 
@@ -36,14 +39,14 @@ def step_and_gather(sim, comm, steps, after_step=None) -> dict:
     return out
 
 
-def main(dst, steps, pressure_pc):
+def main(dst, steps, pressure_pc, mesh=None):
     import dycore
     from dycore.parallel.mpi import abort_on_error, world
     from dycore.parallel.simulation import DistributedSimulation
 
     comm = world()
     with abort_on_error(comm):
-        cfg = dycore.load_config("configs/mountainwave3d_small.yaml", mesh=dict(MESH),
+        cfg = dycore.load_config("configs/mountainwave3d_small.yaml", mesh=mesh or dict(MESH),
                                  solvers=solvers(pressure_pc))
         sim = DistributedSimulation(cfg, comm)
         out = step_and_gather(sim, comm, steps)
@@ -54,4 +57,6 @@ def main(dst, steps, pressure_pc):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3],
+         dict(zip(("nx", "ny", "nz"), map(int, sys.argv[4].split(",")))) if sys.argv[4:]
+         else None)

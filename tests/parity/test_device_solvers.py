@@ -157,11 +157,13 @@ def test_chebyshev_coefficients_damp_the_smoothing_interval():
     assert jac == pytest.approx((1 - 2.0 / 3.0 * a_) ** 2, rel=1e-12) and jac > cheb
 
 
-@pytest.mark.parametrize("smoother", ["chebyshev", "jacobi"])
-def test_vcycle_is_bitwise_its_numpy_twin(la, smoother):
+@pytest.mark.parametrize("smoother, coarsening", [("chebyshev", "aggregation"),
+                                                  ("jacobi", "aggregation"),
+                                                  ("chebyshev", "classical")])
+def test_vcycle_is_bitwise_its_numpy_twin(la, smoother, coarsening):
     lap = _laplacian(8)
     a = (lap @ lap).tocsr()                    # 13 nonzeros per row: rows summed by 2 threads
-    h = HostHierarchy(a, smoother, 2, max_coarse=10)
+    h = HostHierarchy(a, smoother, 2, max_coarse=10, coarsening=coarsening)
     assert len(h.sizes) >= 3
     m = DeviceVCycle(la, h)
     assert m.levels[0]["A"].g == 2

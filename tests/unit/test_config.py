@@ -287,6 +287,18 @@ def test_pressure_must_be_cg_and_amg_only_for_pressure(tmp_path):
     assert lines[0].endswith("(got 'gmres')") and lines[1].endswith("(got 'amg')")
 
 
+def test_amg_coarsening_needs_the_pressure_amg(tmp_path):
+    path = _write(tmp_path, "solvers:\n  pressure: {preconditioner: jacobi, "
+                            "amg_coarsening: classical}\n"
+                            "  tracer: {amg_coarsening: classical}\n")
+    lines = _error_lines(path)
+    assert [line.split(": ")[1] for line in lines] == [
+        "solvers.pressure.amg_coarsening", "solvers.tracer.amg_coarsening"]
+    assert all(line.endswith("(got 'classical')") for line in lines)
+    ok = load_config(_write(tmp_path, "solvers:\n  pressure: {amg_coarsening: classical}\n"))
+    assert ok.solvers.pressure.amg_coarsening == "classical"
+
+
 def test_rtol_range(tmp_path):
     path = _write(tmp_path, "solvers:\n  tracer: {rtol: 2.0}\n")
     (line,) = _error_lines(path)

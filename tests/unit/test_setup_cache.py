@@ -174,6 +174,24 @@ def test_a_cached_hierarchy_is_kept_for_its_own_matrix_only(tmp_path):
     assert cached_hierarchy(a, max_coarse=20).sizes == h.sizes           # no cache: built
 
 
+def test_a_classical_hierarchy_has_an_entry_of_its_own(tmp_path):
+    """coarsening="classical" is stored under ``<name>-classical``: neither kind of hierarchy
+    is ever loaded for the other (the digest alone, of the same matrix, could not tell)."""
+    from dycore.solvers.amg import cached_hierarchy, vcycle_reference
+    n = 400
+    a = sp.random(n, n, density=0.02, random_state=4)
+    a = (a @ a.T + sp.eye(n) * 5.0).tocsr()
+    cache = SetupCache(tmp_path, (a.data,), {"t": 2})
+    sa = cached_hierarchy(a, max_coarse=20, cache=cache, name="amg")
+    rs = cached_hierarchy(a, max_coarse=20, cache=cache, name="amg", coarsening="classical")
+    assert cache.misses == ["amg", "amg-classical"]
+    again = cached_hierarchy(a, max_coarse=20, cache=cache, name="amg", coarsening="classical")
+    assert cache.hits == ["amg-classical"] and again.sizes == rs.sizes
+    b = np.random.default_rng(6).standard_normal(n)
+    assert np.array_equal(vcycle_reference(again, b), vcycle_reference(rs, b))
+    assert not np.array_equal(vcycle_reference(sa, b), vcycle_reference(rs, b))
+
+
 def test_cache_directory_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("DYCORE_CACHE_DIR", str(tmp_path / "c"))
     assert cache_directory() == tmp_path / "c"
