@@ -131,6 +131,16 @@ def test_usage_errors_exit_2():
     assert proc.returncode == 2 and "multiple of 32 from 32 to 256, got '512'" in proc.stderr
 
 
+def _fake_run(monkeypatch, run_from_config):
+    """``dycore run`` calls ``run_from_config`` instead of the real time loop."""
+    fake = types.ModuleType("dycore.timestepping.simulation")
+    fake.run_from_config = run_from_config
+    monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
+    import dycore.timestepping
+    monkeypatch.setattr(dycore.timestepping, "simulation", fake, raising=False)
+    _use_stub_case_if_needed(monkeypatch)
+
+
 def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
     calls = []
 
@@ -139,12 +149,7 @@ def test_run_passes_overrides_and_prints_summary(monkeypatch, capsys, tmp_path):
         return types.SimpleNamespace(output_path=config.output_path, steps=7, t=70.0,
                                      wall_time=1.25, timers_table="stage  calls  total [s]")
 
-    fake = types.ModuleType("dycore.timestepping.simulation")
-    fake.run_from_config = run_from_config
-    monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
-    import dycore.timestepping
-    monkeypatch.setattr(dycore.timestepping, "simulation", fake, raising=False)
-    _use_stub_case_if_needed(monkeypatch)
+    _fake_run(monkeypatch, run_from_config)
 
     out = tmp_path / "o.nc"
     code = cli.main(["run", str(SMALL), "--steps", "7", "--t-end", "600", "--output", str(out),
@@ -174,12 +179,7 @@ def test_no_setup_cache_turns_the_cache_off_for_the_run_only(monkeypatch, tmp_pa
         return types.SimpleNamespace(output_path=config.output_path, steps=1, t=10.0,
                                      wall_time=0.1, timers_table="")
 
-    fake = types.ModuleType("dycore.timestepping.simulation")
-    fake.run_from_config = run_from_config
-    monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
-    import dycore.timestepping
-    monkeypatch.setattr(dycore.timestepping, "simulation", fake, raising=False)
-    _use_stub_case_if_needed(monkeypatch)
+    _fake_run(monkeypatch, run_from_config)
     monkeypatch.setenv("DYCORE_CACHE_DIR", str(tmp_path / "cache"))
     for flags in (["--no-setup-cache"], []):
         out = tmp_path / f"o{len(flags)}.nc"
@@ -224,12 +224,7 @@ def test_backend_auto_says_which_backend_it_chose(monkeypatch, capsys):
         return types.SimpleNamespace(output_path="o.nc", steps=1, t=10.0, wall_time=0.1,
                                      timers_table="")
 
-    fake = types.ModuleType("dycore.timestepping.simulation")
-    fake.run_from_config = run_from_config
-    monkeypatch.setitem(sys.modules, "dycore.timestepping.simulation", fake)
-    import dycore.timestepping
-    monkeypatch.setattr(dycore.timestepping, "simulation", fake, raising=False)
-    _use_stub_case_if_needed(monkeypatch)
+    _fake_run(monkeypatch, run_from_config)
     monkeypatch.setattr("dycore.backend.gpu_usable", lambda: (False, "no CUDA device (test)"))
     assert cli.main(["run", str(SMALL), "--steps", "1", "--backend", "auto",
                      "--no-progress"]) == 0
