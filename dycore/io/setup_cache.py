@@ -225,8 +225,8 @@ class SetupCache:
                     size = sum(f.stat().st_size for f in d.iterdir() if f.is_file())
                     entries.append((d.stat().st_mtime, size, d))
             total = sum(e[1] for e in entries)
-            for _, size, d in sorted(entries):
-                if total <= limit or d == self.folder or d.stat().st_mtime > recent:
+            for mtime, size, d in sorted(entries):
+                if total <= limit or d == self.folder or mtime > recent:
                     continue
                 shutil.rmtree(d, ignore_errors=True)
                 total -= size

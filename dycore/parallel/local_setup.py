@@ -241,9 +241,10 @@ def load_pieces(comm, cache):
 
 
 def store_piece(comm, cache, piece: dict, part) -> None:
-    """Keep this rank's freshly built ``piece`` in the set-up cache for :func:`load_pieces`
-    (collective: rank 0 sends every rank the digest of its partition ``part``, (nnodes,), on
-    rank 0 only; ignored elsewhere). A write that fails only warns (the run goes on)."""
+    """Keep this rank's freshly built ``piece`` in the set-up cache for :func:`load_pieces`,
+    with the digest of the partition ``part`` ((nnodes,) owners, read on rank 0 only, which
+    broadcasts the digest: collective) and, on rank 0, the partition itself. A write that
+    fails only warns (the run goes on)."""
     from dycore.io.nested import pack
     if cache is None:                       # (None on every rank alike)
         return
