@@ -6,7 +6,8 @@ sum over the parts and the slowest part, the rank that everyone waits for), then
 CG (SciPy, rtol 1e-10, a seeded random right-hand side) is preconditioned by the block
 V-cycle of the GPU ranks (each part's own hierarchy on its rows, Chebyshev smoothing of degree
 2 as ``dycore.solvers.amg.HostHierarchy``; SciPy's matrix products, not the device's summation
-order). ``evolution/energy`` is what ranks build today (dycore.solvers.linear.amg_hierarchy).
+order). ``evolution/energy(diagonal)`` is what ranks build (dycore.solvers.linear.amg_hierarchy;
+``evolution/energy`` was, before 2026-11-29).
 
     PYTHONPATH=. python3 scripts/rank_amg_setup_ab.py CONFIG [--mesh NX NY NZ] [--parts K ...]
 """
@@ -25,6 +26,9 @@ VARIANTS = (("evolution/energy", "evolution", "energy"),
             ("symmetric(0.1)/jacobi", ("symmetric", {"theta": 0.1}), "jacobi"),
             ("evolution(k=1)/energy", ("evolution", {"k": 1}), "energy"),
             ("evolution/energy(maxiter=2)", "evolution", ("energy", {"maxiter": 2})),
+            ("evolution/energy(diagonal)", "evolution", ("energy", {"weighting": "diagonal"})),
+            ("evolution(k=1)/energy(diagonal)", ("evolution", {"k": 1}),
+             ("energy", {"weighting": "diagonal"})),
             ("classical(0.25)/RS", ("classical", {"theta": 0.25}), "classical"))
 
 

@@ -64,8 +64,10 @@ class LocalAMG:
     hierarchy of :func:`dycore.solvers.linear.amg_hierarchy`, ``coarsening`` as there)."""
 
     def __init__(self, owned_block, coarsening: str = "aggregation"):
+        from dycore.solvers.amg import RANK_LOCAL_EVOLUTION_STEPS
         from dycore.solvers.linear import amg_hierarchy
-        self.ml = amg_hierarchy(owned_block, coarsening=coarsening)
+        self.ml = amg_hierarchy(owned_block, coarsening=coarsening,
+                                evolution_steps=RANK_LOCAL_EVOLUTION_STEPS)
         self._m = self.ml.aspreconditioner(cycle="V")
 
     def __call__(self, r):
