@@ -110,19 +110,24 @@ def test_gathered_owned_rows_are_the_serial_pressure_matrix(serial, k):
 
 
 class _Comm:
-    """Rank ``rank`` of ``size`` ranks in one process: records what it sends; a broadcast
-    returns ``root_value`` on ranks other than 0 (what rank 0 would have sent) and an
-    all-gather ``gathered`` where set (the other ranks' values), else this rank's alone."""
+    """Rank ``rank`` of ``size`` ranks in one process: records what it sends and broadcasts;
+    a broadcast returns, on ranks other than 0, the next of ``root_values`` where given (what
+    rank 0 broadcast, in order), else ``root_value``; an all-gather ``gathered`` where set
+    (the other ranks' values), else this rank's alone."""
 
-    def __init__(self, size, rank=0, root_value=None, gathered=None):
-        self.rank, self.size, self.sent = rank, size, []
+    def __init__(self, size, rank=0, root_value=None, gathered=None, root_values=None):
+        self.rank, self.size, self.sent, self.broadcast = rank, size, [], []
         self.root_value, self.gathered = root_value, gathered
+        self.root_values = None if root_values is None else iter(root_values)
 
     def send(self, obj, dest, tag):
         self.sent.append((dest, tag, obj))
 
     def bcast(self, obj, root=0):
-        return obj if self.rank == 0 else self.root_value
+        if self.rank == 0:
+            self.broadcast.append(obj)
+            return obj
+        return self.root_value if self.root_values is None else next(self.root_values)
 
     def allgather(self, obj):
         return [obj] if self.gathered is None else self.gathered(obj)
@@ -144,31 +149,43 @@ def test_a_mesh_error_on_rank_0_reaches_every_rank(serial, monkeypatch):
             sim._receive_local(serial[0], _Comm(3, rank, root_value=err))
 
 
-def test_more_ranks_than_metis_can_fill_is_a_config_error(serial):
+def test_more_ranks_than_metis_can_fill_is_a_config_error_on_every_rank(serial):
     from dycore.errors import ConfigError
-    from dycore.parallel.simulation import _SETUP_TAG, DistributedSimulation
-    comm = _Comm(10 ** 4)
-    part, err = DistributedSimulation._send_parts(serial[0], comm, serial[1].mesh)
+    from dycore.parallel.simulation import DistributedSimulation
+    root = _Comm(10 ** 4)
+    part, err = DistributedSimulation._own_part(root, serial[1].mesh)
     assert part is None and isinstance(err, ConfigError)
     assert str(err).startswith("cannot partition the mesh over 10000 MPI ranks")
-    assert len(comm.sent) == 10 ** 4 - 1
-    assert all(t == _SETUP_TAG and obj is err for _, t, obj in comm.sent)
+    assert root.sent == [] and root.broadcast[-1] is err
+    other = _Comm(10 ** 4, 7, root_values=root.broadcast)        # rank 7: the same error
+    assert DistributedSimulation._own_part(other, None) == (None, err)
 
 
-def test_rank_0_sends_every_rank_its_part_and_keeps_the_mesh(serial):
+def test_every_rank_cuts_its_own_part_from_the_broadcast_mesh(serial):
+    """_own_part on 3 ranks in turn (ranks 1 and 2 given what rank 0 broadcast): the mesh's
+    arrays and the METIS partition are all that is broadcast, nothing is sent; each rank's
+    partition is ``partition_mesh``'s for it, its part ``setup_mesh``'s, the pin the serial
+    set-up's, and the owned nodes cover the mesh once."""
     from dycore.parallel.local_setup import setup_mesh
+    from dycore.parallel.partition import partition_mesh
     from dycore.parallel.simulation import DistributedSimulation
     cfg, sim = serial
     mesh, cache, err = DistributedSimulation._root_mesh(cfg)
     assert err is None and np.array_equal(mesh.coords, sim.mesh.coords)
-    comm = _Comm(3)
-    part, own = DistributedSimulation._send_parts(cfg, comm, mesh)
-    assert part.shape == (sim.mesh.nnodes,)
-    msgs = [own] + [obj for _, _, obj in comm.sent]
+    root = _Comm(3)
+    part, own = DistributedSimulation._own_part(root, mesh)
+    assert part.shape == (sim.mesh.nnodes,) and root.sent == []
+    assert len(root.broadcast) == 2 and np.array_equal(root.broadcast[1], part)
+    msgs = [own] + [DistributedSimulation._own_part(_Comm(3, r, root_values=root.broadcast),
+                                                    None)[1] for r in (1, 2)]
+    spg = sim.sparsity
+    want = partition_mesh(sim.mesh.tets, sim.mesh.nnodes, spg.indptr, spg.indices, part)
     assert [m["rp"].rank for m in msgs] == [0, 1, 2]
-    for m in msgs:
+    for m, rp in zip(msgs, want):
         assert m["pin"] == sim.ops.pin and m["nnodes"] == sim.mesh.nnodes
-        _same(m["mesh"], setup_mesh(sim.mesh, m["rp"]), f"part of rank {m['rp'].rank}")
+        for name in ("owned", "ghosts", "ghost_layer", "elements", "local_tets"):
+            assert np.array_equal(getattr(m["rp"], name), getattr(rp, name)), name
+        _same(m["mesh"], setup_mesh(sim.mesh, rp), f"part of rank {rp.rank}")
     owned = np.sort(np.concatenate([m["rp"].owned for m in msgs]))
     assert np.array_equal(owned, np.arange(sim.mesh.nnodes))
 
