@@ -46,7 +46,7 @@ from dycore.backend.timers import StageTimers
 from dycore.errors import ConfigError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.partition import owned_row_order
-from dycore.parallel.simulation import DistributedSimulation, setup_mode, with_rank_threads
+from dycore.parallel.simulation import DistributedSimulation, setup_mode
 from dycore.physics.state import State
 
 __all__ = ["GpuRankSimulation", "make_transport", "select_rank_device", "transport_kind"]
@@ -196,7 +196,6 @@ class GpuRankSimulation(DistributedSimulation):
                               f"solvers.pressure.preconditioner is "
                               f"'{config.solvers.pressure.preconditioner}', not 'amg'")
         from numba import config as numba_config
-        config = with_rank_threads(config, comm)
         self.config, self.comm = config, comm
         self.setup_mode = setup_mode(setup)
         if numba_config.ENABLE_CUDASIM:

@@ -14,7 +14,7 @@ import time
 
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["abort_on_error", "large", "world", "rank_threads", "thread_share"]
+__all__ = ["abort_on_error", "large", "world"]
 
 
 def world():
@@ -50,32 +50,6 @@ def large(comm):
     from mpi4py import MPI
     from mpi4py.util import pkl5
     return pkl5.Intracomm(comm) if isinstance(comm, MPI.Intracomm) else comm
-
-
-def thread_share(affinity: int, cores: int, node_ranks: int) -> int:
-    """CPU threads one rank's @njit loops take when the configuration says all cores: the
-    node's ``cores`` shared by its ``node_ranks`` ranks, and no more than the ``affinity``
-    cores the launcher bound the rank to. At least 1.
-
-    Four ranks on a 16-core host each took all 16 (64 threads on 16 cores) while they
-    assembled their pieces at the same time.
-    """
-    return max(1, min(int(affinity), int(cores) // max(1, int(node_ranks))))
-
-
-def rank_threads(comm) -> int:
-    """:func:`thread_share` of this rank (collective over ``comm``: the ranks of its node come
-    from ``MPI_Comm_split_type``; the affinity from ``os.sched_getaffinity``). A stand-in
-    communicator without ``Split_type`` counts as one rank per node."""
-    node_ranks = 1
-    if hasattr(comm, "Split_type"):
-        from mpi4py import MPI
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        node_ranks = local.size
-        local.Free()
-    cores = os.cpu_count() or 1
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
-    return thread_share(affinity, cores, node_ranks)
 
 
 @contextlib.contextmanager

@@ -59,17 +59,6 @@ __all__ = ["DistributedSimulation"]
 _SETUP_TAG = 2207
 
 
-def with_rank_threads(config, comm):
-    """``config`` with ``backend.threads`` = this rank's share of its node's cores
-    (:func:`~dycore.parallel.mpi.rank_threads`, collective) where it says 0 (all cores); as
-    it is otherwise."""
-    from dycore.parallel.mpi import rank_threads
-    if config.backend.threads != 0:
-        return config
-    backend = config.backend.model_copy(update={"threads": rank_threads(comm)})
-    return config.model_copy(update={"backend": backend})
-
-
 def setup_mode(setup: str) -> str:
     """``setup`` checked: "local" or "scattered" (:class:`DistributedSimulation`); a ValueError
     names the choices otherwise."""
@@ -117,7 +106,6 @@ class DistributedSimulation:
                  setup: str = "local"):
         from dycore.backend.cpu import CPUBackend
         from dycore.timestepping.picard import PicardStepper
-        config = with_rank_threads(config, comm)
         self.config, self.comm = config, comm
         self.setup_mode = setup_mode(setup)
         backend = CPUBackend(threads=config.backend.threads)       # CPU ranks

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from test_mpi import ROOT, launch, mpiexec
+from test_mpi import ROOT, mpiexec
 from test_mpi_run import _config
 
 from dycore.errors import BackendUnavailableError
@@ -169,36 +169,3 @@ def test_the_global_vcycle_without_the_amg_preconditioner_is_refused_by_name():
     with pytest.raises(ConfigError, match="solvers.pressure.preconditioner is 'jacobi', not "
                                           "'amg'"):
         GpuRankSimulation(cfg, None, global_amg=True)
-
-
-def test_the_ranks_of_a_node_share_its_cores():
-    """backend.threads = 0 (all cores) on K ranks: each rank's share of its node's cores,
-    never above the cores the launcher bound it to, at least one; a set thread count stays."""
-    from types import SimpleNamespace
-
-    from dycore.config import default_config
-    from dycore.parallel.mpi import thread_share
-    from dycore.parallel.simulation import with_rank_threads
-    assert thread_share(16, 16, 4) == 4          # unbound: 16 cores over 4 ranks
-    assert thread_share(1, 16, 4) == 1           # bound to one core each
-    assert thread_share(8, 16, 2) == 8 and thread_share(8, 16, 1) == 8    # bound to a socket
-    assert thread_share(2, 2, 4) == 1            # oversubscribed: still one thread
-    cfg = default_config()
-    cfg = cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"threads": 0})})
-    alone = with_rank_threads(cfg, SimpleNamespace(rank=0, size=1))     # no Split_type
-    expected = thread_share(len(os.sched_getaffinity(0)), os.cpu_count(), 1)
-    assert alone.backend.threads == expected and cfg.backend.threads == 0
-    three = cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"threads": 3})})
-    assert with_rank_threads(three, None) is three
-
-
-def test_two_ranks_of_one_host_take_half_its_cores_each():
-    code = ("import os; from mpi4py import MPI; from dycore.parallel.mpi import rank_threads; "
-            "print(rank_threads(MPI.COMM_WORLD), len(os.sched_getaffinity(0)), os.cpu_count())")
-    proc = launch(2, "-c", code)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.split("\n")
-    got = [tuple(map(int, line.split())) for line in lines if line.strip()]
-    assert len(got) == 2
-    for threads, affinity, cores in got:
-        assert threads == max(1, min(affinity, cores // 2))
