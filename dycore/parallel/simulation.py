@@ -182,8 +182,9 @@ class DistributedSimulation:
         each loads its own (:func:`~dycore.parallel.local_setup.load_pieces`); else rank 0
         broadcasts the mesh and its METIS partition and each rank cuts its own part
         (:meth:`_own_part`), builds its piece from it
-        (:func:`~dycore.parallel.local_setup.local_piece`) and keeps it in the cache (:func:`~dycore.parallel.local_setup.store_piece`). ``detj_min`` is the
-        minimum over the ranks; rank 0 gathers the owned pressure rows into the global matrix
+        (:func:`~dycore.parallel.local_setup.local_piece`) and keeps it in the cache
+        (:func:`~dycore.parallel.local_setup.store_piece`). ``detj_min`` is the minimum over
+        the ranks; rank 0 gathers the owned pressure rows into the global matrix
         (:func:`~dycore.parallel.local_setup.gather_rows`) — unless :attr:`gather_pressure` is
         False (GPU ranks: only their replicated factorisation needs it, and gathers it then)."""
         from dycore.parallel.local_setup import (
@@ -297,8 +298,9 @@ class DistributedSimulation:
     @staticmethod
     def _scatter_setup(config, comm, backend):
         """Rank 0: build the serial set-up, partition it, send every other rank its piece
-        (:func:`~dycore.parallel.piece.rank_piece`) one at a time; returns (serial Simulation, part, own piece) or,
-        after sending it to every rank, (None, None, the DycoreError) when the build fails."""
+        (:func:`~dycore.parallel.piece.rank_piece`) one at a time; returns (serial Simulation,
+        part, own piece) or, after sending it to every rank, (None, None, the DycoreError)
+        when the build fails."""
         try:
             serial = Simulation(config, backend=backend)
             spg = serial.sparsity
