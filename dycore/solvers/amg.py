@@ -147,18 +147,19 @@ class HostHierarchy:
     def __init__(self, a, smoother: str = "chebyshev", sweeps: int = 2,
                  omega: float = 2.0 / 3.0, max_coarse: int = 500,
                  coarsening: str = "aggregation", evolution_steps: int = 2):
-        from dycore.solvers.linear import amg_hierarchy
+        from dycore.solvers.linear import amg_hierarchy, one_blas_thread
 
         ml = amg_hierarchy(a, max_coarse=max_coarse, coarsening=coarsening,
                            evolution_steps=evolution_steps)
         self.levels = []
-        for lev in ml.levels[:-1]:
-            A = lev.A.tocsr()
-            A.sort_indices()
-            rho = _dinv_spectral_radius(A) if smoother == "chebyshev" else 1.0
-            self.levels.append((A, lev.P.tocsr(), lev.R.tocsr(), 1.0 / A.diagonal(),
-                                smoother_coefficients(smoother, sweeps, rho, omega)))
-        self.coarse_inv = np.linalg.pinv(ml.levels[-1].A.toarray())
+        with one_blas_thread():
+            for lev in ml.levels[:-1]:
+                A = lev.A.tocsr()
+                A.sort_indices()
+                rho = _dinv_spectral_radius(A) if smoother == "chebyshev" else 1.0
+                self.levels.append((A, lev.P.tocsr(), lev.R.tocsr(), 1.0 / A.diagonal(),
+                                    smoother_coefficients(smoother, sweeps, rho, omega)))
+            self.coarse_inv = np.linalg.pinv(ml.levels[-1].A.toarray())
         self.sizes = [lev.A.shape[0] for lev in ml.levels]
 
     def rounded(self, dtype) -> "HostHierarchy":

@@ -71,6 +71,32 @@ def test_one_evolution_step_is_another_hierarchy_that_still_preconditions_the_pr
     assert its[1] <= its[2] + 2 and its[2] < 40, its
 
 
+def test_the_amg_set_up_runs_blas_on_one_thread_and_gives_it_back(monkeypatch):
+    """one_blas_thread sets every BLAS pool threadpoolctl finds to one thread and restores
+    it; PyAMG's build runs inside it."""
+    import pyamg
+    from threadpoolctl import threadpool_info
+
+    from dycore.solvers.linear import one_blas_thread
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    before = blas_threads()
+    assert before                                   # numpy's BLAS is seen
+    with one_blas_thread():
+        assert blas_threads() == [1] * len(before)
+    assert blas_threads() == before
+    seen = []
+    build = pyamg.smoothed_aggregation_solver
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads())
+        return build(*args, **kwargs)
+    monkeypatch.setattr(pyamg, "smoothed_aggregation_solver", spy)
+    amg_hierarchy(_anisotropic_laplacian(8))
+    assert seen == [[1] * len(before)] and blas_threads() == before
+
+
 def test_the_smoothers_spectral_radius_is_a_lanczos_value_below_the_true_one():
     """The Chebyshev interval's ρ(D⁻¹A) (Lanczos to 1e-2, :func:`_dinv_spectral_radius`) is
     within 1 % below the dense eigenvalue of D^-½ A D^-½ — so 1.1 ρ bounds the spectrum — on a
