@@ -34,8 +34,9 @@ def amg_hierarchy(a, max_coarse: int = 500, coarsening: str = "aggregation",
     prolongation, its CG preconditioned by the diagonal of A (PyAMG's ``weighting="local"``
     default takes |A| row sums, which SciPy forms for a BSR matrix in a Python loop: on the
     paper mesh's matrix the build takes 3.80 against 5.45 s, 0.88 against 1.17 s on a quarter,
-    with the same CG iterations, 21 and 193 — scripts/rank_amg_setup_ab.py). CMC + KMK couples second neighbours (61 nonzeros per row on the paper mesh)
-    on anisotropic terrain-following cells, where the classical symmetric measure picks poor
+    with the same CG iterations, 21 and 193 — scripts/rank_amg_setup_ab.py). CMC + KMK
+    couples second neighbours (61 nonzeros per row on the paper mesh) on anisotropic
+    terrain-following cells, where the classical symmetric measure picks poor
     aggregates: on the paper-size mesh (98,441 nodes, first pressure solve of a step, rtol
     1e-10) CG + PyAMG's V-cycle took 82 iterations / 14.3 s with symmetric θ = 0.25 and 16
     iterations / 2.6 s with evolution strength; with the device V-cycle (damped Jacobi,
