@@ -26,7 +26,7 @@ try:
 except Exception as exc:
     print("numba-cuda version unknown:", exc)
 print("CUDA available:", cuda.is_available())
-for mod in ("cupy", "netCDF4", "pydantic", "pyamg"):
+for mod in ("cupy", "netCDF4", "pydantic", "pyamg", "threadpoolctl"):
     try:
         m = __import__(mod); print(mod, getattr(m, "__version__", "?"))
     except Exception as exc:
