@@ -70,25 +70,20 @@ def amg_hierarchy(a, max_coarse: int = 500, coarsening: str = "aggregation",
     pyamg.multilevel.MultilevelSolver
     """
     import pyamg
-    with one_blas_thread():
-        return _pyamg_hierarchy(pyamg, a, max_coarse, coarsening, evolution_steps)
-
-
-def _pyamg_hierarchy(pyamg, a, max_coarse, coarsening, evolution_steps):
-    """:func:`amg_hierarchy`'s PyAMG call (inside :func:`one_blas_thread`)."""
-    if coarsening == "classical":
-        return pyamg.ruge_stuben_solver(a.tocsr(), strength=("classical", {"theta": 0.25}),
-                                        max_coarse=max_coarse)
-    if coarsening != "aggregation":
+    if coarsening not in ("aggregation", "classical"):
         raise ValueError(f"AMG coarsening '{coarsening}' is not 'aggregation' or 'classical'")
-    saved = np.random.get_state()
-    np.random.seed(0)
-    try:
-        return pyamg.smoothed_aggregation_solver(
-            a.tocsr(), symmetry="symmetric", strength=("evolution", {"k": evolution_steps}),
-            smooth=("energy", {"weighting": "diagonal"}), max_coarse=max_coarse)
-    finally:
-        np.random.set_state(saved)
+    with one_blas_thread():
+        if coarsening == "classical":
+            return pyamg.ruge_stuben_solver(a.tocsr(), strength=("classical", {"theta": 0.25}),
+                                            max_coarse=max_coarse)
+        saved = np.random.get_state()
+        np.random.seed(0)
+        try:
+            return pyamg.smoothed_aggregation_solver(
+                a.tocsr(), symmetry="symmetric", strength=("evolution", {"k": evolution_steps}),
+                smooth=("energy", {"weighting": "diagonal"}), max_coarse=max_coarse)
+        finally:
+            np.random.set_state(saved)
 
 
 def block_jacobi_inverse(diag_blocks: np.ndarray) -> np.ndarray:
