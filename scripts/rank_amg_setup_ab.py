@@ -29,6 +29,13 @@ VARIANTS = (("evolution/energy", "evolution", "energy"),
             ("evolution/energy(diagonal)", "evolution", ("energy", {"weighting": "diagonal"})),
             ("evolution(k=1)/energy(diagonal)", ("evolution", {"k": 1}),
              ("energy", {"weighting": "diagonal"})),
+            ("evolution(k=1)/energy(diagonal,maxiter=2)", ("evolution", {"k": 1}),
+             ("energy", {"weighting": "diagonal", "maxiter": 2})),
+            ("evolution(k=1)/jacobi", ("evolution", {"k": 1}), "jacobi"),
+            ("symmetric(0.0)/energy(diagonal)", ("symmetric", {"theta": 0.0}),
+             ("energy", {"weighting": "diagonal"})),
+            ("symmetric(0.25)/energy(diagonal)", ("symmetric", {"theta": 0.25}),
+             ("energy", {"weighting": "diagonal"})),
             ("classical(0.25)/RS", ("classical", {"theta": 0.25}), "classical"))
 
 

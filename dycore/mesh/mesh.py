@@ -67,6 +67,18 @@ def min_horizontal_extent(coords, tets) -> float:
     return float(extent.min()) if extent.size else 0.0
 
 
+@njit(cache=True)
+def _renumbered(tets, ele_perm, node_inv):
+    """(nele, k) INDEX: ``node_inv[tets[ele_perm]]`` in one pass (at 30.7 M tets NumPy's
+    gather, fancy index and cast take 7 s)."""
+    nele, k = ele_perm.size, tets.shape[1]
+    out = np.empty((nele, k), INDEX)
+    for e in range(nele):
+        for a in range(k):
+            out[e, a] = node_inv[tets[ele_perm[e], a]]
+    return out
+
+
 def _is_permutation(p: np.ndarray, n: int) -> bool:
     if p.shape != (n,):
         return False
@@ -286,7 +298,7 @@ class Mesh:
         ele_inv[ele_perm] = np.arange(self.nele)
         return Mesh(
             coords=self.coords[node_perm],
-            tets=node_inv[self.tets[ele_perm]].astype(INDEX),
+            tets=_renumbered(self.tets, ele_perm, node_inv),
             faces=node_inv[self.faces].astype(INDEX),
             face_tags=self.face_tags.copy(),
             face_ele=ele_inv[self.face_ele].astype(INDEX),

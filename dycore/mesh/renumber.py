@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 from scipy.sparse.csgraph import reverse_cuthill_mckee as _scipy_rcm
 
-from dycore.mesh.graph import element_map_and_pattern
+from dycore.mesh.graph import counting_order, element_map_and_pattern
 from dycore.mesh.mesh import Mesh
 
-__all__ = ["node_graph", "bandwidth", "reverse_cuthill_mckee", "shuffle"]
+__all__ = ["node_graph", "bandwidth", "reverse_cuthill_mckee", "lexicographic_element_order",
+           "shuffle"]
 
 _EDGES = np.array([[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]], dtype=np.int64)
 
@@ -67,9 +69,81 @@ def reverse_cuthill_mckee(mesh: Mesh) -> Mesh:
     node_perm = np.asarray(_scipy_rcm(node_graph(mesh), symmetric_mode=True), dtype=np.int64)
     inv = np.empty(mesh.nnodes, dtype=np.int64)
     inv[node_perm] = np.arange(mesh.nnodes)
-    keys = np.sort(inv[mesh.tets], axis=1)
-    ele_perm = np.lexsort((keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
+    ele_perm = lexicographic_element_order(inv, np.asarray(mesh.tets))
     return mesh.permuted(node_perm, ele_perm)
+
+
+#: a bucket of elements with one smallest node longer than this is sorted by three stable
+#: argsorts rather than by insertion (a node of many elements in a mesh read from a file)
+_INSERTION_MAX = 32
+
+
+@njit(cache=True)
+def _sorted_keys(inv, tets):
+    """(nele, k) int64: each element's new node ids ``inv[tets[e]]``, ascending."""
+    nele, k = tets.shape
+    keys = np.empty((nele, k), np.int64)
+    for e in range(nele):
+        for a in range(k):
+            v = inv[tets[e, a]]
+            b = a
+            while b > 0 and keys[e, b - 1] > v:        # insertion of k ≤ 4 values
+                keys[e, b] = keys[e, b - 1]
+                b -= 1
+            keys[e, b] = v
+    return keys
+
+
+@njit(cache=True)
+def _after(keys, a, b):
+    """Whether element a's keys come after element b's, from the second key on."""
+    for c in range(1, keys.shape[1]):
+        if keys[a, c] != keys[b, c]:
+            return keys[a, c] > keys[b, c]
+    return False
+
+
+@njit(cache=True)
+def _element_order(keys, nnodes):
+    ptr, order = counting_order(keys[:, 0].copy(), nnodes)    # stable by the smallest node
+    for t in range(nnodes):
+        lo, hi = ptr[t], ptr[t + 1]
+        if hi - lo <= _INSERTION_MAX:
+            for i in range(lo + 1, hi):                         # stable insertion sort
+                e = order[i]
+                j = i - 1
+                while j >= lo and _after(keys, order[j], e):
+                    order[j + 1] = order[j]
+                    j -= 1
+                order[j + 1] = e
+        else:                                # least significant key first, each pass stable
+            sub = order[lo:hi].copy()
+            for c in range(keys.shape[1] - 1, 0, -1):
+                col = np.empty(sub.size, np.int64)
+                for i in range(sub.size):
+                    col[i] = keys[sub[i], c]
+                sub = sub[np.argsort(col, kind="mergesort")]
+            order[lo:hi] = sub
+    return order
+
+
+def lexicographic_element_order(inv, tets) -> np.ndarray:
+    """The elements ordered by their new node ids sorted ascending, compared lexicographically
+    (primary key the smallest): ``np.lexsort`` of the sorted keys, element for element, by a
+    stable counting sort on the smallest node and an insertion sort within each of its
+    buckets (at 30.7 M tets 0.9 s against 8.3 s for ``np.sort`` + ``np.lexsort``).
+
+    Parameters
+    ----------
+    inv : (nnodes,) int64 — new id of each old node; tets : (nele, k) int old connectivity
+
+    Returns
+    -------
+    (nele,) int64 — new element k is old element ``order[k]`` (the convention of
+    :meth:`Mesh.permuted`)
+    """
+    inv = np.asarray(inv, np.int64)
+    return _element_order(_sorted_keys(inv, np.asarray(tets)), inv.size)
 
 
 def shuffle(mesh: Mesh, seed: int = 0) -> Mesh:

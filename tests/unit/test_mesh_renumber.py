@@ -120,3 +120,43 @@ def test_node_graph_is_the_edge_definition(mesh):
                      (got.data, want.data)):
             assert a.dtype == b.dtype and np.array_equal(a, b)
     assert np.diff(node_graph(lonely).indptr)[-1] == 0
+
+
+@pytest.mark.parametrize("nnodes", [40, 5000])
+def test_element_order_is_numpy_lexsort(nnodes):
+    """lexicographic_element_order equals np.lexsort of each element's sorted new node ids,
+    element for element: buckets of one smallest node above and below the insertion-sort
+    limit (40 nodes: ~75 elements a bucket; 5000: ~1), and repeated elements (a stable
+    order keeps them in input order)."""
+    from dycore.mesh.renumber import _INSERTION_MAX, lexicographic_element_order
+    rng = np.random.default_rng(nnodes)
+    tets = np.array([rng.choice(nnodes, 4, replace=False) for _ in range(3000)],
+                    dtype=np.int32)
+    tets[100:110] = tets[5]                          # ten copies of one element
+    inv = rng.permutation(nnodes)
+    keys = np.sort(inv[tets], axis=1)
+    want = np.lexsort((keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
+    got = lexicographic_element_order(inv, tets)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    big = np.bincount(keys[:, 0]).max()
+    assert (big > _INSERTION_MAX) == (nnodes == 40)
+
+
+def test_rcm_of_generated_mesh_matches_numpy_reference(mesh):
+    """The renumbered mesh is the one NumPy's gathers and lexsort give (the order the
+    set-up cache and every stored reference were made with)."""
+    from scipy.sparse.csgraph import reverse_cuthill_mckee as scipy_rcm
+    src = shuffle(mesh, seed=4)
+    perm = np.asarray(scipy_rcm(node_graph(src), symmetric_mode=True), dtype=np.int64)
+    inv = np.empty(src.nnodes, np.int64)
+    inv[perm] = np.arange(src.nnodes)
+    keys = np.sort(inv[src.tets], axis=1)
+    ele = np.lexsort((keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
+    got = reverse_cuthill_mckee(src)
+    np.testing.assert_array_equal(got.coords, src.coords[perm])
+    assert got.tets.dtype == np.int32
+    np.testing.assert_array_equal(got.tets, inv[src.tets[ele]])
+    np.testing.assert_array_equal(got.faces, inv[src.faces])
+    ele_inv = np.empty(src.nele, np.int64)
+    ele_inv[ele] = np.arange(src.nele)
+    np.testing.assert_array_equal(got.face_ele, ele_inv[src.face_ele])
