@@ -8,7 +8,7 @@ the partitioner cuts (:mod:`dycore.parallel`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import get_num_threads, njit, prange
 
 __all__ = ["counting_order", "node_pattern", "element_map_and_pattern"]
 
@@ -58,28 +58,41 @@ def _row_nodes(i, tets, node_ptr, node_contrib, marker, indices, p, write):
     return p
 
 
-@njit(cache=True)
 def node_pattern(tets, nnodes, node_ptr, node_contrib):
     """The first-order node pattern: (indptr (n+1,) int64, indices (nnz,) int32), row i the
     distinct nodes of the elements of node i (itself included), sorted — a count pass and a
-    fill pass, each with a marker array.
+    fill pass, each with a marker array. The rows are cut into one chunk per thread, run in
+    parallel, each with its own marker (rows are independent: the same pattern on any number
+    of threads; at 30.7 M tets 3.3 s on one thread).
 
     Parameters
     ----------
     tets : (nele, k) int64 connectivity; nnodes : int; node_ptr, node_contrib : the node →
     element-entry map, :func:`counting_order` of ``tets.ravel()`` (entry q = e·k + a)
     """
-    marker = np.full(nnodes, -1, np.int64)
+    return _node_pattern(tets, nnodes, node_ptr, node_contrib,
+                         max(1, min(nnodes, get_num_threads())))
+
+
+@njit(parallel=True, cache=True)
+def _node_pattern(tets, nnodes, node_ptr, node_contrib, nchunk):
+    size = (nnodes + nchunk - 1) // nchunk
     indptr = np.zeros(nnodes + 1, np.int64)
     none = np.empty(0, np.int32)
+    for c in prange(nchunk):
+        marker = np.full(nnodes, -1, np.int32)
+        for i in range(c * size, min(nnodes, (c + 1) * size)):
+            indptr[i + 1] = _row_nodes(i, tets, node_ptr, node_contrib, marker, none, 0,
+                                       False)
     for i in range(nnodes):
-        indptr[i + 1] = _row_nodes(i, tets, node_ptr, node_contrib, marker, none, indptr[i],
-                                   False)
+        indptr[i + 1] += indptr[i]
     indices = np.empty(indptr[nnodes], np.int32)
-    marker[:] = -1
-    for i in range(nnodes):
-        end = _row_nodes(i, tets, node_ptr, node_contrib, marker, indices, indptr[i], True)
-        indices[indptr[i]:end].sort()
+    for c in prange(nchunk):
+        marker = np.full(nnodes, -1, np.int32)
+        for i in range(c * size, min(nnodes, (c + 1) * size)):
+            end = _row_nodes(i, tets, node_ptr, node_contrib, marker, indices, indptr[i],
+                             True)
+            indices[indptr[i]:end].sort()
     return indptr, indices
 
 

@@ -83,3 +83,18 @@ def test_node_ids_outside_the_node_count_are_a_value_error():
         build_sparsity(np.array([[0, 1, 2, 5]]), 5)
     with pytest.raises(ValueError, match="outside"):
         build_sparsity(np.array([[0, 1, -1, 3]]), 5)
+
+
+@pytest.mark.parametrize("name,tets,n", list(_meshes()), ids=lambda v: v if isinstance(v, str)
+                         else "")
+def test_node_pattern_is_the_same_in_any_number_of_chunks(name, tets, n):
+    """The rows of the first-order pattern are cut into one chunk per thread: any cut (one
+    chunk, a few, one row each) gives the one-chunk pattern, array for array."""
+    from dycore.mesh.graph import _node_pattern
+    t = np.ascontiguousarray(tets, dtype=np.int64)
+    ptr, contrib = counting_order(t.ravel(), n)
+    want = _node_pattern(t, n, ptr, contrib, 1)
+    assert np.array_equal(want[1], numpy_sparsity(tets, n)["indices"])
+    for nchunk in (2, 3, 7, n):
+        got = _node_pattern(t, n, ptr, contrib, nchunk)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), (name, nchunk)
