@@ -56,6 +56,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -246,7 +247,8 @@ def _mpiexec() -> str:
 
 
 def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
-    cmd = [_mpiexec(), "-n", str(k), sys.executable, str(Path(__file__).resolve()), "--worker",
+    cmd = [_mpiexec(), "-n", str(k), *shlex.split(args.mpiexec_args or ""), sys.executable,
+           str(Path(__file__).resolve()), "--worker",
            args.config, "--out", out, "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--reduction", args.reduction, "--transport", args.transport]
     if args.ab_graphs:
@@ -359,6 +361,11 @@ def main(argv=None) -> int:
                    "the serial run on one GPU without MPI, each, against the rank runs")
     p.add_argument("--json")
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--mpiexec-args", metavar="ARGS",
+                   help="options for mpiexec before the program, e.g. \"--map-by slot:PE=4 "
+                        "--bind-to core\" (Open MPI: four cores a rank; its default binds "
+                        "each rank to one core, so the set-up's parallel loops run on one "
+                        "thread)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--serial-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--serial-reduction", help=argparse.SUPPRESS)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["LAUNCHER_VARIABLES", "check_world", "find_mpiexec", "launched_ranks",
-           "launcher_ranks"]
+__all__ = ["LAUNCHER_VARIABLES", "binding_advice", "check_world", "find_mpiexec",
+           "launched_ranks", "launcher_ranks", "rank_cores"]
 
 #: (variable, launcher, counts the -n 1 case) — the rank count a launcher announces, in the
 #: order they are read. The first three make ``dycore run`` take the MPI branch even for one
@@ -108,3 +108,52 @@ def find_mpiexec() -> str | None:
     which belongs to mpi4py's MPI), else the first on ``PATH``; None when there is none."""
     beside = Path(sys.executable).parent / "mpiexec"
     return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+def rank_cores() -> tuple[str, int, int]:
+    """(host name, cores this process may run on, cores of the host): what
+    :func:`binding_advice` reads, one tuple per rank (``os.sched_getaffinity`` where the
+    system has it, else every core)."""
+    import socket
+    cpus = os.cpu_count() or 1
+    try:
+        mine = len(os.sched_getaffinity(0))
+    except AttributeError:                       # (macOS, Windows: no affinity call)
+        mine = cpus
+    return socket.gethostname(), mine, cpus
+
+
+def binding_advice(ranks) -> str | None:
+    """A warning when the launcher bound every rank of a host to one core while the host has
+    at least two cores for each of them, else None.
+
+    Open MPI's ``mpiexec`` binds each rank to one core by default: at 30.7 M tets on four ranks
+    of a 16-core host, the set-up's parallel loops (the mesh's node graph, element assembly)
+    then ran on one thread each, and the set-up took 155.9 s against 133–140 s with four or
+    sixteen cores a rank (one H200 host; docs/performance.md).
+
+    Parameters
+    ----------
+    ranks : sequence of :func:`rank_cores` tuples, one per rank (``comm.allgather``)
+
+    Returns
+    -------
+    str (the hosts, their ranks and cores, and the launch options that give each rank T
+    cores) or None
+    """
+    hosts: dict[str, list] = {}
+    for host, mine, cpus in ranks:
+        hosts.setdefault(host, []).append((int(mine), int(cpus)))
+    bound = []
+    for host, rs in sorted(hosts.items()):
+        cpus = min(c for _, c in rs)
+        if max(m for m, _ in rs) == 1 and cpus >= 2 * len(rs):
+            bound.append((host, len(rs), cpus))
+    if not bound:
+        return None
+    t = min(c // k for _, k, c in bound)
+    where = ", ".join(f"{k} on {h} ({c} cores)" for h, k, c in bound)
+    return (f"each MPI rank is bound to one core ({where}): the set-up's parallel loops run "
+            f"on one thread. Give each rank {t} cores: Open MPI `mpiexec --map-by "
+            f"slot:PE={t} --bind-to core`, MPICH `mpiexec -bind-to core:{t}` (or no binding: "
+            "`--bind-to none`); docs/parallel.md, 'Launching'")

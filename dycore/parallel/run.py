@@ -162,6 +162,7 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     from dycore.io.followers import attach_followers
     from dycore.io.netcdf import SnapshotWriter
     from dycore.io.restart import checkpoint_path
+    from dycore.parallel.launch import binding_advice, rank_cores
     from dycore.parallel.mpi import abort_on_error, world
     from dycore.parallel.simulation import DistributedSimulation
     from dycore.preflight import check_before_build
@@ -173,6 +174,9 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     comm = comm if comm is not None else world()
     reduction = reduction or default_reduction(config)
     root = comm.rank == 0
+    advice = binding_advice(comm.allgather(rank_cores()))
+    if root and advice:
+        log.warning(advice)
     wall0 = time.perf_counter()
     path = Path(config.output_path)
     gpu = config.backend.name == "gpu"

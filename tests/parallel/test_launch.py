@@ -169,3 +169,23 @@ def test_the_global_vcycle_without_the_amg_preconditioner_is_refused_by_name():
     with pytest.raises(ConfigError, match="solvers.pressure.preconditioner is 'jacobi', not "
                                           "'amg'"):
         GpuRankSimulation(cfg, None, global_amg=True)
+
+
+def test_binding_advice_names_the_hosts_and_the_cores_a_rank_could_have():
+    """Ranks bound to one core each on a host with ≥ 2 cores a rank get the launch options
+    that give each rank cores/ranks of them; any rank with more than one core, or a host with
+    fewer than two cores a rank (CI: 4 ranks on 2 cores), gets no warning."""
+    from dycore.parallel.launch import binding_advice, rank_cores
+    host, mine, cpus = rank_cores()
+    assert 1 <= mine <= cpus
+    bound = [("gpu1", 1, 16)] * 4
+    msg = binding_advice(bound)
+    assert "4 on gpu1 (16 cores)" in msg
+    assert "--map-by slot:PE=4 --bind-to core" in msg and "-bind-to core:4" in msg
+    two = binding_advice(bound + [("gpu2", 1, 64)] * 4)     # the smaller share is named
+    assert "4 on gpu2 (64 cores)" in two and "PE=4 " in two
+    assert binding_advice([("gpu1", 4, 16)] * 4) is None
+    assert binding_advice([("gpu1", 1, 16)] * 3 + [("gpu1", 16, 16)]) is None
+    assert binding_advice([("ci", 1, 2)] * 4) is None
+    assert binding_advice([("ci", 1, 2)] * 1) == binding_advice([("ci", 1, 2)])
+    assert "PE=2 " in binding_advice([("ci", 1, 2)])
