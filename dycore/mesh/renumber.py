@@ -73,9 +73,9 @@ def reverse_cuthill_mckee(mesh: Mesh) -> Mesh:
     return mesh.permuted(node_perm, ele_perm)
 
 
-#: a bucket of elements with one smallest node longer than this is sorted by three stable
-#: argsorts rather than by insertion (a node of many elements in a mesh read from a file)
-_INSERTION_MAX = 32
+#: a bucket of elements with one smallest node longer than this is left to ``np.lexsort``
+#: (a node of very many elements, in a mesh read from a file) rather than sorted by insertion
+_INSERTION_MAX = 64
 
 
 @njit(cache=True)
@@ -105,26 +105,24 @@ def _after(keys, a, b):
 
 @njit(cache=True)
 def _element_order(keys, nnodes):
-    ptr, order = counting_order(keys[:, 0].copy(), nnodes)    # stable by the smallest node
+    """(order, ptr, long): the elements by their smallest node (a stable counting sort), each
+    bucket of at most :data:`_INSERTION_MAX` sorted by the other keys (stable insertion);
+    ``long`` the smallest nodes of the longer buckets, left for the caller."""
+    ptr, order = counting_order(keys[:, 0].copy(), nnodes)
+    long = []
     for t in range(nnodes):
         lo, hi = ptr[t], ptr[t + 1]
-        if hi - lo <= _INSERTION_MAX:
-            for i in range(lo + 1, hi):                         # stable insertion sort
-                e = order[i]
-                j = i - 1
-                while j >= lo and _after(keys, order[j], e):
-                    order[j + 1] = order[j]
-                    j -= 1
-                order[j + 1] = e
-        else:                                # least significant key first, each pass stable
-            sub = order[lo:hi].copy()
-            for c in range(keys.shape[1] - 1, 0, -1):
-                col = np.empty(sub.size, np.int64)
-                for i in range(sub.size):
-                    col[i] = keys[sub[i], c]
-                sub = sub[np.argsort(col, kind="mergesort")]
-            order[lo:hi] = sub
-    return order
+        if hi - lo > _INSERTION_MAX:
+            long.append(t)
+            continue
+        for i in range(lo + 1, hi):
+            e = order[i]
+            j = i - 1
+            while j >= lo and _after(keys, order[j], e):
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = e
+    return order, ptr, np.array(long, np.int64)
 
 
 def lexicographic_element_order(inv, tets) -> np.ndarray:
@@ -143,7 +141,13 @@ def lexicographic_element_order(inv, tets) -> np.ndarray:
     :meth:`Mesh.permuted`)
     """
     inv = np.asarray(inv, np.int64)
-    return _element_order(_sorted_keys(inv, np.asarray(tets)), inv.size)
+    keys = _sorted_keys(inv, np.asarray(tets))
+    order, ptr, long = _element_order(keys, inv.size)
+    for t in long:                                   # np.lexsort is stable, as the rest
+        sub = order[ptr[t]:ptr[t + 1]]
+        k = keys[sub]
+        order[ptr[t]:ptr[t + 1]] = sub[np.lexsort(k[:, ::-1].T)]
+    return order
 
 
 def shuffle(mesh: Mesh, seed: int = 0) -> Mesh:

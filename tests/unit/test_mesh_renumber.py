@@ -130,7 +130,7 @@ def test_element_order_is_numpy_lexsort(nnodes):
     order keeps them in input order)."""
     from dycore.mesh.renumber import _INSERTION_MAX, lexicographic_element_order
     rng = np.random.default_rng(nnodes)
-    tets = np.array([rng.choice(nnodes, 4, replace=False) for _ in range(3000)],
+    tets = np.array([rng.choice(nnodes, 4, replace=False) for _ in range(6000)],
                     dtype=np.int32)
     tets[100:110] = tets[5]                          # ten copies of one element
     inv = rng.permutation(nnodes)
