@@ -127,10 +127,10 @@ def binding_advice(ranks) -> str | None:
     """A warning when the launcher bound every rank of a host to one core while the host has
     at least two cores for each of them, else None.
 
-    Open MPI's ``mpiexec`` binds each rank to one core by default: at 30.7 M tets on four ranks
-    of a 16-core host, the set-up's parallel loops (the mesh's node graph, element assembly)
-    then ran on one thread each, and the set-up took 155.9 s against 133–140 s with four or
-    sixteen cores a rank (one H200 host; docs/performance.md).
+    Open MPI's ``mpiexec`` binds each rank to one core by default, so the set-up's parallel
+    loops (the mesh's node graph, element assembly) run on one thread a rank: at 30.7 M tets
+    on four ranks of a 16-core host each rank's piece took 46.7 s, against 37.5 s unbound
+    (one H200 host; docs/performance.md).
 
     Parameters
     ----------
