@@ -1,5 +1,6 @@
 """What a cheaper rank-local AMG hierarchy would cost in pressure CG iterations: an A/B of
-PyAMG's options on K METIS parts of the pressure matrix, in one process on the host.
+PyAMG's options on K parts of the pressure matrix (the runs' partition, or ``--partition
+metis``: METIS on the node graph), in one process on the host.
 
 For each variant every part's smoothed-aggregation hierarchy is built (PyAMG; the time is the
 sum over the parts and the slowest part, the rank that everyone waits for), then the pressure
@@ -10,6 +11,7 @@ order). ``evolution/energy(diagonal)`` is what ranks build (dycore.solvers.linea
 ``evolution/energy`` was, before 2026-11-29).
 
     PYTHONPATH=. python3 scripts/rank_amg_setup_ab.py CONFIG [--mesh NX NY NZ] [--parts K ...]
+        [--partition auto|metis] [--variants NAME ...]
 """
 import argparse
 import time
@@ -88,6 +90,10 @@ def main():
     ap.add_argument("config")
     ap.add_argument("--mesh", type=int, nargs=3)
     ap.add_argument("--parts", type=int, nargs="+", default=[4])
+    ap.add_argument("--partition", choices=("auto", "metis"), default="auto",
+                    help="auto: the runs' partition (dycore.parallel.columns.mesh_partition: "
+                         "the vertical columns where the mesh has them); metis: METIS on the "
+                         "node graph")
     ap.add_argument("--variants", nargs="+", metavar="NAME",
                     help="only these (default: all): " + ", ".join(v[0] for v in VARIANTS))
     args = ap.parse_args()
@@ -95,6 +101,7 @@ def main():
     if args.variants and len(variants) != len(args.variants):
         ap.error(f"--variants: unknown name among {args.variants}")
     import dycore
+    from dycore.parallel.columns import mesh_partition
     from dycore.parallel.partition import metis_partition
     cfg = dycore.load_config(args.config)
     if args.mesh:
@@ -107,10 +114,15 @@ def main():
     print(f"{args.config} {args.mesh or ''}: {n} pressure rows, {a.nnz} nonzeros; "
           f"CG rtol 1e-10")
     for k in args.parts:
-        part = metis_partition(sim.sparsity.indptr, sim.sparsity.indices, k)
+        if args.partition == "metis":
+            part = metis_partition(sim.sparsity.indptr, sim.sparsity.indices, k)
+            how = "METIS on the node graph"
+        else:
+            part, how = mesh_partition(sim.mesh.coords, sim.sparsity.indptr,
+                                       sim.sparsity.indices, k)
         rows = [np.flatnonzero(part == r) for r in range(k)]
         blocks = [a[r][:, r].tocsr() for r in rows]
-        print(f"\nK = {k} parts ({', '.join(str(r.size) for r in rows)} rows)")
+        print(f"\nK = {k} parts ({', '.join(str(r.size) for r in rows)} rows; {how})")
         print(f"  {'strength/prolongation':24s} {'build sum s':>11s} {'slowest s':>9s} "
               f"{'levels':>6s} {'CG its':>6s}")
         for name, strength, smooth in variants:

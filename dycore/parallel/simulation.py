@@ -1,7 +1,8 @@
 """A Simulation decomposed over MPI ranks: the serial Picard stepper on each rank's local mesh.
 
 Set-up (``setup="local"``, the default): rank 0 builds the mesh, its node graph and the METIS
-partition and sends each rank its part of the mesh; every rank assembles its own mesh-only
+partition (of the mesh's vertical columns where it has them:
+:func:`~dycore.parallel.columns.mesh_partition`) and sends each rank its part of the mesh; every rank assembles its own mesh-only
 operators, coefficients and initial state from it (:mod:`dycore.parallel.local_setup`) and
 rank 0 gathers the owned pressure rows into the global matrix. With ``setup="scattered"`` rank
 0 alone builds the serial :class:`~dycore.timestepping.simulation.Simulation` and cuts out
@@ -27,6 +28,7 @@ the owners' values. With the exact reduction and the preconditioners of the conf
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
@@ -40,11 +42,8 @@ from dycore.errors import ConfigError, DycoreError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import RootGather
 from dycore.parallel.mpi import large
-from dycore.parallel.partition import (
-    metis_partition,
-    owned_row_order,
-    partition_mesh,
-)
+from dycore.parallel.columns import mesh_partition
+from dycore.parallel.partition import owned_row_order, partition_mesh
 from dycore.parallel.piece import rank_piece
 from dycore.parallel.rank_ops import OwnedRowsOperator, RankBackend
 from dycore.parallel.reduce import Reducer
@@ -53,6 +52,8 @@ from dycore.physics.state import TRACERS
 from dycore.timestepping.simulation import Simulation
 
 __all__ = ["DistributedSimulation"]
+
+log = logging.getLogger("dycore")
 
 
 #: message tag of the set-up pieces rank 0 sends
@@ -281,7 +282,8 @@ class DistributedSimulation:
             part = None
             if comm.rank == 0:
                 try:
-                    part = metis_partition(indptr, indices, comm.size)
+                    part, how = mesh_partition(whole.coords, indptr, indices, comm.size)
+                    log.info("partition: %s", how)
                 except ValueError as exc:   # e.g. more ranks than nodes: tell every rank
                     part = ConfigError(f"cannot partition the mesh over {comm.size} MPI "
                                        f"ranks: {exc}")
@@ -305,7 +307,9 @@ class DistributedSimulation:
             serial = Simulation(config, backend=backend)
             spg = serial.sparsity
             try:
-                part = metis_partition(spg.indptr, spg.indices, comm.size)
+                part, how = mesh_partition(serial.mesh.coords, spg.indptr, spg.indices,
+                                           comm.size)
+                log.info("partition: %s", how)
                 parts = partition_mesh(serial.mesh.tets, serial.mesh.nnodes, spg.indptr,
                                        spg.indices, part)
             except ValueError as exc:       # e.g. more ranks than nodes: tell every rank
