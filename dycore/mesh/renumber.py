@@ -129,7 +129,8 @@ def lexicographic_element_order(inv, tets) -> np.ndarray:
     """The elements ordered by their new node ids sorted ascending, compared lexicographically
     (primary key the smallest): ``np.lexsort`` of the sorted keys, element for element, by a
     stable counting sort on the smallest node and an insertion sort within each of its
-    buckets (at 30.7 M tets 0.9 s against 8.3 s for ``np.sort`` + ``np.lexsort``).
+    buckets (at 30.7 M tets 2.5 s against 8.0 s for ``np.sort`` + ``np.lexsort`` on the
+    development machine).
 
     Parameters
     ----------

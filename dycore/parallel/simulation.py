@@ -2,9 +2,10 @@
 
 Set-up (``setup="local"``, the default): rank 0 builds the mesh, its node graph and the METIS
 partition (of the mesh's vertical columns where it has them:
-:func:`~dycore.parallel.columns.mesh_partition`) and sends each rank its part of the mesh; every rank assembles its own mesh-only
-operators, coefficients and initial state from it (:mod:`dycore.parallel.local_setup`) and
-rank 0 gathers the owned pressure rows into the global matrix. With ``setup="scattered"`` rank
+:func:`~dycore.parallel.columns.mesh_partition`) and sends each rank its part of the mesh;
+every rank assembles its own mesh-only operators, coefficients and initial state from it
+(:mod:`dycore.parallel.local_setup`) and rank 0 gathers the owned pressure rows into the
+global matrix. With ``setup="scattered"`` rank
 0 alone builds the serial :class:`~dycore.timestepping.simulation.Simulation` and cuts out
 every rank's piece — the same pieces (:func:`~dycore.parallel.piece.rank_piece`). The pressure
 AMG hierarchy is built on rank 0 and scattered by rows
