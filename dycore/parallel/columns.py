@@ -6,9 +6,9 @@ nodes vertically only). Its cells are flat — on the paper mesh 150–830 m thi
 3.5 km wide — so the pressure matrix couples a node to those above and below it far more
 strongly than to its horizontal neighbours. Cutting the mesh between columns, never across
 one, keeps that coupling inside each rank's block, where the rank-local V-cycle sees it: on the
-paper mesh's pressure matrix (CG to 1e-10, PyAMG's V-cycle of each block, one process) the
-block preconditioner of 2 / 4 / 8 column parts takes 108 / 129 / 148 iterations against 128 /
-180 / 210 for METIS parts of the node graph. And METIS works on one vertex a column (40,401 at
+paper mesh's pressure matrix (CG to 1e-10, the ranks' block V-cycle, one process:
+``scripts/rank_amg_setup_ab.py --partition auto|metis``) 2 / 4 / 8 column parts take 113 / 137
+/ 155 iterations against 136 / 192 / 225 for METIS parts of the node graph. And METIS works on one vertex a column (40,401 at
 30.7 M tets, against 5.2 M nodes: 11.9 s of METIS on the development machine).
 
 :func:`mesh_partition` takes the columns where the mesh has them — at least two nodes a column
@@ -17,8 +17,6 @@ unstructured mesh read from a file, or more ranks than the columns can balance).
 """
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 from numba import njit
 
@@ -26,8 +24,6 @@ from dycore.mesh.graph import counting_order
 from dycore.parallel.partition import metis_partition
 
 __all__ = ["MIN_COLUMNS_PER_PART", "column_graph", "mesh_columns", "mesh_partition"]
-
-log = logging.getLogger("dycore")
 
 #: the fewest columns a rank may get for the column partition to be used (below it the node
 #: graph is cut: METIS balances the ranks' node counts to its 3 % only with enough columns)
@@ -125,7 +121,7 @@ def mesh_partition(coords, indptr, indices, nparts: int, seed: int = 0
     """
     coords = np.asarray(coords)
     n = coords.shape[0]
-    column, ncol = mesh_columns(coords)
+    column, ncol = mesh_columns(coords) if nparts > 1 else (None, n)
     if nparts <= 1 or 2 * ncol > n or ncol < MIN_COLUMNS_PER_PART * nparts:
         return (metis_partition(indptr, indices, nparts, seed),
                 f"METIS on the node graph ({n} nodes)")
