@@ -7,8 +7,9 @@ sum over the parts and the slowest part, the rank that everyone waits for), then
 CG (SciPy, rtol 1e-10, a seeded random right-hand side) is preconditioned by the block
 V-cycle of the GPU ranks (each part's own hierarchy on its rows, Chebyshev smoothing of degree
 2 as ``dycore.solvers.amg.HostHierarchy``; SciPy's matrix products, not the device's summation
-order). ``evolution/energy(diagonal)`` is what ranks build (dycore.solvers.linear.amg_hierarchy;
-``evolution/energy`` was, before 2026-11-29).
+order). ``evolution(k=1)/energy(diagonal,maxiter=2)`` is what ranks build
+(dycore.solvers.amg.RANK_LOCAL_AMG; ``evolution(k=1)/energy(diagonal)`` was until the evening
+of 2026-11-29, ``evolution/energy`` before that day).
 
     PYTHONPATH=. python3 scripts/rank_amg_setup_ab.py CONFIG [--mesh NX NY NZ] [--parts K ...]
         [--partition auto|metis] [--variants NAME ...]

@@ -196,12 +196,15 @@ def mesh_operator_arrays(mesh, backend, assembler, sparsity, dirichlet_tags, sta
                                     surface_normals) if len(no_normal_flow_tags) else None)
         cmc = (C @ _projected_inverse_mass(ml_inv_u, nnf) @ C.T).tocsr()
         Kp = sp.csr_matrix((kp, sparsity.indices, sparsity.indptr), shape=(n, n))
-        kmk = (stabilisation * (Kp @ sp.diags(1.0 / ml) @ Kp)).tocsr()
-        pressure = (cmc + kmk).tocsr()
-        pressure.sort_indices()
+        kmk = (Kp @ sp.diags(1.0 / ml) @ Kp).tocsr()
+        kmk.data *= stabilisation                   # (SciPy's s·A: the same products, a copy)
+        cmc.sort_indices()                          # (every user sorts them: the sum of two
+        kmk.sort_indices()                          # sorted matrices is a merge)
+        pressure = cmc + kmk
+        del cmc
         if pin is None:
             pin = int(np.argmax(mesh.coords[:, 2]))             # a node on the lid
-        pressure = _pin(pressure, pin)
+        _pin(pressure, pin)
 
     in_dir = np.zeros(n, bool)
     in_dir[dir_nodes] = True
@@ -257,19 +260,18 @@ def _csr_parts(a: sp.csr_matrix):
     return a.data.copy(), a.indices.astype(np.int32), a.indptr.astype(np.int32)
 
 
-def _pin(a: sp.csr_matrix, node: int) -> sp.csr_matrix:
-    """Replace row and column ``node`` of a by the identity (the pinned pressure value is 0);
-    explicit zeros are dropped (``node`` −1: only that, and the columns sorted)."""
-    if node < 0:
-        out = a.tocsr(copy=True)
-        out.eliminate_zeros()
-        out.sort_indices()
-        return out
-    keep = np.ones(a.shape[0])
-    keep[node] = 0.0
-    d = sp.diags(keep)
-    e = sp.csr_matrix(([1.0], ([node], [node])), shape=a.shape)
-    out = (d @ a @ d + e).tocsr()
-    out.eliminate_zeros()
-    out.sort_indices()
-    return out
+def _pin(a: sp.csr_matrix, node: int) -> None:
+    """Replace row and column ``node`` of ``a`` (CSR, sorted, with its diagonal) by the
+    identity, in place (the pinned pressure value is 0); explicit zeros are dropped (``node``
+    −1: only that). The entries equal diag(d) a diag(d) + e_node e_nodeᵀ with d = 1 − e_node,
+    the product the pin was first written as, value for value."""
+    if node >= 0:
+        lo, hi = a.indptr[node], a.indptr[node + 1]
+        a.data[a.indices == node] = 0.0
+        a.data[lo:hi] = 0.0
+        at = lo + np.searchsorted(a.indices[lo:hi], node)
+        if at >= hi or a.indices[at] != node:
+            raise ValueError(f"pinned node {node}: the matrix has no diagonal entry there")
+        a.data[at] = 1.0
+    a.eliminate_zeros()
+    a.sort_indices()

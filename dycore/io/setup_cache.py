@@ -173,10 +173,40 @@ class SetupCache:
             log.warning("warning: set-up cache %s is unreadable (%s); rebuilding it", path, exc)
             return None
 
-    def store(self, name: str, arrays: dict) -> None:
-        """Write ``arrays`` under ``name`` (atomically); a failure only logs a warning."""
+    #: the writer thread of :meth:`store` ``background=True`` (one per cache, made on demand)
+    _writer = None
+
+    def store(self, name: str, arrays: dict, background: bool = False) -> None:
+        """Write ``arrays`` under ``name`` (atomically); a failure only logs a warning.
+
+        ``background=True``: this cache's writer thread writes it (one entry at a time, in
+        the order given) while the caller goes on; ``arrays`` must not change until
+        :meth:`flush` returns. A process that exits first still waits for the thread (it is
+        not a daemon), and a reader never sees a partial file (written under a temporary name
+        and renamed)."""
         if self.folder is None:
             return
+        if background:
+            if self._writer is None:
+                from concurrent.futures import ThreadPoolExecutor
+                self._writer = ThreadPoolExecutor(max_workers=1,
+                                                  thread_name_prefix="dycore-setup-cache")
+                self._pending = []
+            self._pending.append(self._writer.submit(self._write, name, arrays))
+            return
+        self._write(name, arrays)
+
+    def flush(self) -> None:
+        """Wait until every :meth:`store` given ``background=True`` is written (or has warned),
+        and end the writer thread."""
+        if self._writer is None:
+            return
+        for f in self._pending:
+            f.result()
+        self._writer.shutdown()
+        self._writer, self._pending = None, []
+
+    def _write(self, name: str, arrays: dict) -> None:
         path = self._path(name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:

@@ -343,15 +343,13 @@ class DeviceRankPCG(ReplayedSolve):
             self.red = _SumReducer(backend, transport, self.k, self._nb, 3, sum_blocks)
         self.vcycle, self.hierarchy, self.amg_sizes = None, None, []
         if precond == "local_amg":
-            from dycore.solvers.amg import (RANK_LOCAL_EVOLUTION_STEPS, DeviceVCycle,
-                                            cached_hierarchy)
+            from dycore.solvers.amg import RANK_LOCAL_AMG, DeviceVCycle, cached_hierarchy
             owned_block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
             owned_block.sort_indices()
             h = cached_hierarchy(owned_block, amg_smoother, amg_sweeps, amg_max_coarse,
                                  amg_cache, amg_entry and (f"{amg_entry}-{amg_smoother}-"
                                                           f"{amg_sweeps}-{amg_max_coarse}"),
-                                 coarsening=amg_coarsening,
-                                 evolution_steps=RANK_LOCAL_EVOLUTION_STEPS)
+                                 coarsening=amg_coarsening, **RANK_LOCAL_AMG)
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             self.vcycle = DeviceVCycle(la, h, amg_dtype)
             self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]

@@ -267,6 +267,7 @@ class GpuRankSimulation(DistributedSimulation):
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = rp.n_local(1)
         self.last_diagnostics = {}
+        self._finish_writes()
 
     def _global_vcycle_piece(self, piece) -> dict:
         """This rank's piece of the global pressure hierarchy (collective): rank 0 gathers the

@@ -64,10 +64,9 @@ class LocalAMG:
     hierarchy of :func:`dycore.solvers.linear.amg_hierarchy`, ``coarsening`` as there)."""
 
     def __init__(self, owned_block, coarsening: str = "aggregation"):
-        from dycore.solvers.amg import RANK_LOCAL_EVOLUTION_STEPS
+        from dycore.solvers.amg import RANK_LOCAL_AMG
         from dycore.solvers.linear import amg_hierarchy
-        self.ml = amg_hierarchy(owned_block, coarsening=coarsening,
-                                evolution_steps=RANK_LOCAL_EVOLUTION_STEPS)
+        self.ml = amg_hierarchy(owned_block, coarsening=coarsening, **RANK_LOCAL_AMG)
         self._m = self.ml.aspreconditioner(cycle="V")
 
     def __call__(self, r):

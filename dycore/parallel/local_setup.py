@@ -243,8 +243,10 @@ def load_pieces(comm, cache):
 def store_piece(comm, cache, piece: dict, part) -> None:
     """Keep this rank's freshly built ``piece`` in the set-up cache for :func:`load_pieces`,
     with the digest of the partition ``part`` ((nnodes,) owners, read on rank 0 only, which
-    broadcasts the digest: collective) and, on rank 0, the partition itself. A write that
-    fails only warns (the run goes on)."""
+    broadcasts the digest: collective) and, on rank 0, the partition itself. The cache's
+    writer thread writes it while the set-up goes on (5.2 GB a rank at 30.7 M tets on four
+    ranks: about 5 s); ``cache.flush()`` waits for it, and the piece's arrays must not change
+    until then. A write that fails only warns (the run goes on)."""
     from dycore.io.nested import pack
     if cache is None:                       # (None on every rank alike)
         return
@@ -257,4 +259,4 @@ def store_piece(comm, cache, piece: dict, part) -> None:
     except TypeError as exc:              # a piece of a shape the packer lacks: no cache
         log.warning("warning: the piece of rank %d is not cached (%s)", comm.rank, exc)
         return
-    cache.store(_piece_entry(comm.rank, comm.size), arrays)
+    cache.store(_piece_entry(comm.rank, comm.size), arrays, background=True)

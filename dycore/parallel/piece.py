@@ -45,6 +45,7 @@ def rank_piece(serial, rp, nnodes=None, ids=None, pin=None) -> dict:
     g2l = np.full(n, -1, np.int64)
     g2l[l2g] = np.arange(l2g.size)
     at = l2g if ids is None else np.searchsorted(ids, l2g)     # the local nodes in serial
+    node_local = g2l if ids is None else g2l[ids]         # serial's nodes' local ids (or −1)
 
     def local(nodes):                  # local ids of serial's nodes (-1: not local)
         nodes = np.asarray(nodes, np.int64)
@@ -63,8 +64,9 @@ def rank_piece(serial, rp, nnodes=None, ids=None, pin=None) -> dict:
     return {
         "rp": rp, "nnodes": n, "coords": np.asarray(mesh.coords)[at],
         "ml": np.asarray(ops.ml)[at], "ml_inv_u": np.asarray(ops.ml_inv_u)[at],
-        "C": owned_rows(rp, n, ops.C, 1, 3, ids), "CT": owned_rows(rp, n, ops.CT, 3, 1, ids),
-        "kmk": owned_rows(rp, n, ops.kmk, 1, 1, ids),
+        "C": owned_rows(rp, n, ops.C, 1, 3, ids, node_local),
+        "CT": owned_rows(rp, n, ops.CT, 3, 1, ids, node_local),
+        "kmk": owned_rows(rp, n, ops.kmk, 1, 1, ids, node_local),
         "pin": int(g2l[ops.pin if pin is None else pin]),
         "dir_nodes": np.sort(dir_local[dir_local >= 0]), "detj_min": ops.detj_min, "nnf": nnf,
         "row1": extract_rows(spg.indptr, spg.indices, rp, n, 1, ids)[:2],

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit, prange
 
 from dycore.backend.cpu import CPUBackend, CPUVectorOps
 from dycore.parallel.halo import HaloExchange
@@ -65,7 +66,8 @@ class RankVectorOps(CPUVectorOps):
         out[slot + 3] = self.comm.allreduce(bad, op=MPI.SUM)
 
 
-def owned_rows(rp, nnodes: int, a, row_block: int = 1, col_block: int = 1, ids=None):
+def owned_rows(rp, nnodes: int, a, row_block: int = 1, col_block: int = 1, ids=None,
+               node_local=None):
     """The owned rows of a mesh-only operator for rank ``rp.rank``, columns in local ids,
     entries in the serial order (computed where ``a`` is: rank 0 of the scattered set-up, or
     the rank itself from its own elements: :mod:`dycore.parallel.local_setup`).
@@ -79,6 +81,8 @@ def owned_rows(rp, nnodes: int, a, row_block: int = 1, col_block: int = 1, ids=N
     row_block, col_block : int
     ids : (m,) int64 ascending global ids of ``a``'s nodes (node k of ``a`` is global
         ``ids[k]``; every owned node among them), or None (``a`` over all global nodes)
+    node_local : (m,) int64 local id of each of ``a``'s nodes (−1: not local), or None (made
+        here from ``rp``; pass it to share it between operators)
 
     Returns
     -------
@@ -88,18 +92,42 @@ def owned_rows(rp, nnodes: int, a, row_block: int = 1, col_block: int = 1, ids=N
     ------
     ValueError if an owned row reaches beyond the depth-2 ghosts.
     """
-    from dycore.parallel.spmv import row_subset
     a = a.tocsr()
     rb, cb = int(row_block), int(col_block)
     own = rp.owned if ids is None else np.searchsorted(ids, rp.owned)
     rows = (rb * own[:, None] + np.arange(rb)).ravel()
-    ptr, cols, vals = row_subset(a.indptr, a.indices, a.data, rows)
-    node = cols // cb if ids is None else np.asarray(ids)[cols // cb]
-    lcol = rp.global_to_local(node, nnodes)
-    if np.any(lcol < 0):
+    if node_local is None:
+        node_local = rp.global_to_local(np.arange(nnodes) if ids is None else ids, nnodes)
+    ptr, cols, vals, bad = _gather_rows(np.asarray(a.indptr, np.int64), a.indices, a.data,
+                                        rows, np.asarray(node_local, np.int64), cb)
+    if bad:
         raise ValueError(f"rank {rp.rank}: an owned row of a {a.shape} operator reaches "
                          "beyond two ghost layers")
-    return ptr, cb * lcol + cols % cb, vals, (rows.size, cb * rp.n_local(2)), rb
+    return ptr, cols, vals, (rows.size, cb * rp.n_local(2)), rb
+
+
+@njit(cache=True, parallel=True)
+def _gather_rows(indptr, indices, data, rows, node_local, cb):
+    """Rows ``rows`` of the CSR (indptr, indices, data), entry order kept, each column c
+    renumbered to cb·node_local[c // cb] + c % cb; returns (ptr (m+1,) int64, cols (nnz_m,)
+    int64, vals (nnz_m,), count of columns whose node is not local)."""
+    m = rows.size
+    ptr = np.zeros(m + 1, np.int64)
+    for i in range(m):
+        ptr[i + 1] = ptr[i] + indptr[rows[i] + 1] - indptr[rows[i]]
+    cols = np.empty(ptr[m], np.int64)
+    vals = np.empty(ptr[m], data.dtype)
+    bad = np.zeros(m, np.int64)
+    for i in prange(m):
+        src = indptr[rows[i]]
+        for k in range(ptr[i], ptr[i + 1]):
+            c = indices[src + k - ptr[i]]
+            node = node_local[c // cb]
+            if node < 0:
+                bad[i] += 1
+            cols[k] = cb * node + c % cb
+            vals[k] = data[src + k - ptr[i]]
+    return ptr, cols, vals, bad.sum()
 
 
 class OwnedRowsOperator:

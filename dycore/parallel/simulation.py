@@ -137,6 +137,17 @@ class DistributedSimulation:
         self.halo_values_per_exchange = rp.plan(2).count()[1]
         self.n1 = n1
         self.last_diagnostics = {}        # of the last step taken
+        self._finish_writes()
+
+    def _finish_writes(self) -> None:
+        """The end of the set-up: wait for the set-up cache's background writes (this rank's
+        piece, :func:`~dycore.parallel.local_setup.store_piece`), before a step changes the
+        state it holds."""
+        cache = getattr(self, "_writing", None)
+        if cache is not None:
+            with self._phase("set-up cache writes finished (written in the background)"):
+                cache.flush()
+            self._writing = None
 
     def _receive(self, config, comm, backend):
         """Every rank's piece of the set-up (:attr:`setup_mode`: :meth:`_receive_local`, or
@@ -220,7 +231,8 @@ class DistributedSimulation:
             if errs:                                # the first rank's error, on every rank
                 raise errs[0]
             with self._phase("own piece kept in the set-up cache"):
-                store_piece(comm, cache, piece, self.part)
+                store_piece(comm, cache, piece, self.part)      # written in the background
+                self._writing = cache
         piece["detj_min"] = min(comm.allgather(piece["detj_min"]))
         self.rp, self.nnodes = piece["rp"], piece["nnodes"]
         if not self.gather_pressure:                       # GPU ranks: gathered on demand

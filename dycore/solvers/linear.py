@@ -27,7 +27,7 @@ def one_blas_thread():
 
 
 def amg_hierarchy(a, max_coarse: int = 500, coarsening: str = "aggregation",
-                  evolution_steps: int = 2):
+                  evolution_steps: int = 2, energy_iterations: int = 4):
     """PyAMG smoothed-aggregation hierarchy for the SPD pressure matrix (host and device use it).
 
     Evolution strength of connection (Olson, Schroder & Tuminaro 2010) and energy-minimising
@@ -63,7 +63,11 @@ def amg_hierarchy(a, max_coarse: int = 500, coarsening: str = "aggregation",
         ranks, whose iteration count the coupling between blocks sets: on the paper mesh's
         matrix cut into 4 (8) METIS parts, 192 (225) against 193 (225) CG iterations for
         0.74 (0.42) against 1.51 (0.91) s on the slowest part; on the whole matrix 22
-        against 21 iterations (:data:`dycore.solvers.amg.RANK_LOCAL_EVOLUTION_STEPS`).
+        against 21 iterations (:data:`dycore.solvers.amg.RANK_LOCAL_AMG`).
+    energy_iterations : CG iterations of the energy-minimising prolongation (PyAMG's
+        ``maxiter``, its default 4; the aggregation hierarchy only). The rank-local blocks
+        take 2: on the paper mesh's matrix cut into 2 and 4 vertical-column parts, 113 and 137
+        CG iterations either way, for 15-23 % less build (scripts/rank_amg_setup_ab.py).
 
     Returns
     -------
@@ -81,7 +85,8 @@ def amg_hierarchy(a, max_coarse: int = 500, coarsening: str = "aggregation",
         try:
             return pyamg.smoothed_aggregation_solver(
                 a.tocsr(), symmetry="symmetric", strength=("evolution", {"k": evolution_steps}),
-                smooth=("energy", {"weighting": "diagonal"}), max_coarse=max_coarse)
+                smooth=("energy", {"weighting": "diagonal", "maxiter": energy_iterations}),
+                max_coarse=max_coarse)
         finally:
             np.random.set_state(saved)
 

@@ -165,3 +165,47 @@ def test_halo_elements_assemble_owned_rows_bitwise(systems, k):
                                                                      mr[rp.owned])
         assert np.array_equal(loc.divergence()[0][perm], cv[pos])
         assert np.array_equal(loc.stabilisation()[0][perm], kp[pos])
+
+
+@pytest.mark.parametrize("k", (2, 3))
+@pytest.mark.parametrize("blocks", ((1, 3), (3, 1), (1, 1)))
+def test_owned_rows_equal_a_numpy_construction(systems, k, blocks):
+    """:func:`~dycore.parallel.rank_ops.owned_rows` (a numba gather) equals the rows taken
+    with NumPy: the owned rows of C (1, 3), Cᵀ (3, 1) and KMK (1, 1), entry order kept,
+    columns renumbered to local ids — from the serial operator and from one over a subset of
+    the nodes (``ids``, with a shared ``node_local``); a row reaching beyond the depth-2
+    ghosts is refused."""
+    from dycore.parallel.rank_ops import owned_rows
+    s = systems
+    ops, n = s["sim"].ops, s["nnodes"]
+    rb, cb = blocks
+    a = {(1, 3): ops.C, (3, 1): ops.CT, (1, 1): ops.kmk}[blocks].tocsr()
+    _, rps = _parts(s, k)
+    for rp in rps:
+        g2l = np.full(n, -1, np.int64)
+        g2l[rp.l2g] = np.arange(rp.l2g.size)
+        rows = (rb * rp.owned[:, None] + np.arange(rb)).ravel()
+        want_ptr = np.concatenate([[0], np.cumsum(np.diff(a.indptr)[rows])])
+        pos = np.concatenate([np.arange(a.indptr[r], a.indptr[r + 1]) for r in rows])
+        want_cols = cb * g2l[a.indices[pos] // cb] + a.indices[pos] % cb
+        ptr, cols, vals, shape, got_rb = owned_rows(rp, n, a, rb, cb)
+        assert np.array_equal(ptr, want_ptr) and np.array_equal(cols, want_cols)
+        assert vals.tobytes() == a.data[pos].tobytes()
+        assert shape == (rows.size, cb * rp.n_local(2)) and got_rb == rb
+        # the same operator over the nodes ``ids`` (every local node, ascending) only
+        ids = np.sort(rp.l2g)
+        sel = (cb * ids[:, None] + np.arange(cb)).ravel()
+        rsel = (rb * ids[:, None] + np.arange(rb)).ravel()
+        sub = a[rsel][:, sel].tocsr()
+        got = owned_rows(rp, n, sub, rb, cb, ids, node_local=g2l[ids])
+        direct = sub[(rb * np.searchsorted(ids, rp.owned)[:, None] + np.arange(rb)).ravel()]
+        assert np.array_equal(got[0], direct.indptr)
+        assert np.array_equal(got[1], cb * g2l[ids[direct.indices // cb]] + direct.indices % cb)
+        assert got[2].tobytes() == direct.data.tobytes()
+    far = rps[0]
+    beyond = np.setdiff1d(np.arange(n), far.l2g)           # not local to rank 0 at all
+    assert beyond.size
+    bad = a.tolil(copy=True)
+    bad[rb * far.owned[0], cb * beyond[0]] = 1.0
+    with pytest.raises(ValueError, match="beyond two ghost layers"):
+        owned_rows(far, n, bad.tocsr(), rb, cb)

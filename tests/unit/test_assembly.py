@@ -202,3 +202,35 @@ def test_assembler_checks_inputs_against_the_loop_spec(setup):
         asm.tracer("theta", **dict(good, c_old=np.zeros(n + 1)))
     with pytest.raises(ValueError, match="loop momentum: input 'u_nl' missing"):
         asm._run("momentum", "momentum", {})
+
+
+def test_the_pin_in_place_equals_the_product_it_was_written_as():
+    """``_pin`` zeroes row and column ``node`` in place, puts 1 on the diagonal and drops
+    explicit zeros: the entries of diag(d) A diag(d) + e eᵀ (d = 1 − e, SciPy's products and
+    sum), value for value, in sorted order; a matrix without that diagonal entry is refused."""
+    from dycore.assembly.operators import _pin
+    rng = np.random.default_rng(7)
+    a = sp.random(40, 40, density=0.2, random_state=3, format="csr")
+    a = (a + a.T + sp.diags(rng.uniform(1.0, 2.0, 40))).tocsr()
+    a.data[::7] = 0.0                                          # explicit zeros: dropped
+    a.sort_indices()
+    for node in (0, 17, 39):
+        d = sp.diags(np.where(np.arange(40) == node, 0.0, 1.0))
+        want = (d @ a @ d + sp.csr_matrix(([1.0], ([node], [node])), shape=a.shape)).tocsr()
+        want.eliminate_zeros()
+        want.sort_indices()
+        got = a.copy()
+        _pin(got, node)
+        assert np.array_equal(got.indptr, want.indptr)
+        assert np.array_equal(got.indices, want.indices)
+        assert got.data.tobytes() == want.data.tobytes()
+        assert got[node, node] == 1.0 and got[node].nnz == 1 and got[:, node].nnz == 1
+    none = a.copy()
+    _pin(none, -1)                                             # only the zeros dropped
+    assert none.nnz == np.count_nonzero(a.data) and abs(none - a).max() == 0.0
+    hollow = a.tolil()
+    hollow[5, 5] = 0.0
+    hollow = hollow.tocsr()
+    hollow.eliminate_zeros()
+    with pytest.raises(ValueError, match="pinned node 5: the matrix has no diagonal entry"):
+        _pin(hollow, 5)

@@ -71,6 +71,32 @@ def test_one_evolution_step_is_another_hierarchy_that_still_preconditions_the_pr
     assert its[1] <= its[2] + 2 and its[2] < 40, its
 
 
+def test_two_energy_iterations_are_another_hierarchy_that_still_preconditions_the_pressure():
+    """``energy_iterations=2`` (with one evolution step: the rank-local hierarchies'
+    :data:`~dycore.solvers.amg.RANK_LOCAL_AMG`) reaches PyAMG — other prolongation values than
+    the default 4 on the pressure matrix of an 8×8×6 mountain-wave mesh — and CG + its V-cycle
+    converges within two iterations of the default's."""
+    import dycore
+    from dycore.solvers.amg import RANK_LOCAL_AMG
+    cfg = dycore.load_config("configs/mountainwave3d_small.yaml",
+                             mesh={"nx": 8, "ny": 8, "nz": 6})
+    a = dycore.Simulation(cfg).ops.pressure_host.tocsr()
+    b = np.random.default_rng(1).standard_normal(a.shape[0])
+    assert RANK_LOCAL_AMG == {"evolution_steps": 1, "energy_iterations": 2}
+    mls = {k: amg_hierarchy(a, max_coarse=50, evolution_steps=1, energy_iterations=k)
+           for k in (2, 4)}
+    p2, p4 = (mls[k].levels[0].P.tocsr() for k in (2, 4))
+    assert p2.shape == p4.shape and abs(p2 - p4).max() > 1e-3 * abs(p4).max()
+    its = {}
+    for k, ml in mls.items():
+        count = [0]
+        x, info = spla.cg(a, b, rtol=1e-10, M=ml.aspreconditioner(cycle="V"), maxiter=200,
+                          callback=lambda _, c=count: c.__setitem__(0, c[0] + 1))
+        assert info == 0 and np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b) * 1.01
+        its[k] = count[0]
+    assert its[2] <= its[4] + 2 and its[4] < 40, its
+
+
 def test_the_amg_set_up_runs_blas_on_one_thread_and_gives_it_back(monkeypatch):
     """one_blas_thread sets every BLAS pool threadpoolctl finds to one thread and restores
     it; PyAMG's build runs inside it."""

@@ -282,3 +282,32 @@ def test_the_key_covers_the_source_of_the_cases():
     assert files["assembly/weak_forms.py"] == root / "dycore" / "assembly" / "weak_forms.py"
     assert {name.split("/")[0] for name in files} == set(SOURCE_FOLDERS)
     assert not any("dycore/cases" in str(p) for p in files.values())   # not the source-tree loader
+
+
+def test_a_background_store_is_written_in_order_and_flushed(tmp_path, monkeypatch):
+    """``store(..., background=True)`` returns at once; the writer thread writes the entries
+    in the order given (a later store of the same name wins), under a temporary name renamed
+    when complete; ``flush`` waits for them and ends the thread; a failed write only warns."""
+    import threading
+    c = SetupCache(tmp_path, (np.array([1]),))
+    gate = threading.Event()
+    real = c._write
+
+    def slow(name, arrays):                        # the first write waits for the gate
+        gate.wait(timeout=30)
+        real(name, arrays)
+    monkeypatch.setattr(c, "_write", slow)
+    c.store("x", {"a": np.arange(3.0)}, background=True)
+    c.store("x", {"a": np.arange(4.0)}, background=True)
+    c.store("y", {"b": np.ones(2)}, background=True)
+    assert c.load("x") is None and c.load("y") is None     # nothing yet: still queued
+    gate.set()
+    c.flush()
+    assert np.array_equal(c.load("x")["a"], np.arange(4.0))
+    assert np.array_equal(c.load("y")["b"], np.ones(2))
+    assert c._writer is None and not [p for p in c.folder.iterdir() if p.suffix == ".tmp"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("dycore-setup-cache")]
+    c.flush()                                              # nothing pending: returns
+    off = SetupCache(None)
+    off.store("x", {"a": np.zeros(1)}, background=True)    # caching off: nothing, no thread
+    assert off._writer is None
