@@ -206,13 +206,14 @@ def built(serial):
 def test_a_stored_piece_is_loaded_array_for_array(built, tmp_path):
     """store_piece then load_pieces (one rank): the piece comes back, every array's dtype,
     shape and bits, with the partition on rank 0; the entry is named by rank, rank count and
-    the code's digest."""
+    the code's digest. The writer thread writes it; ``flush`` waits for it."""
     from dycore.io.setup_cache import SetupCache
     from dycore.parallel.local_setup import load_pieces, store_piece
     piece, part = built
     cache = SetupCache(tmp_path, (np.arange(3),), {"test": 1})
     assert load_pieces(_Comm(1), cache) == (None, None)                  # nothing yet
     store_piece(_Comm(1), cache, piece, part)
+    cache.flush()
     [entry] = cache.folder.glob("piece-*.npz")
     assert entry.name.startswith("piece-rank0of1-")
     got, got_part = load_pieces(_Comm(1), cache)
@@ -230,6 +231,7 @@ def test_pieces_are_used_only_when_every_rank_has_one_of_one_partition(built, tm
     piece, part = built
     cache = SetupCache(tmp_path, (np.arange(3),), {"test": 2})
     store_piece(_Comm(1), cache, piece, part)
+    cache.flush()
     assert load_pieces(_Comm(1), cache)[0] is not None
     mine = partition_digest(part)
     assert load_pieces(_Comm(1, gathered=lambda d: [d, None]), cache) == (None, None)
