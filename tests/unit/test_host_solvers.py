@@ -49,25 +49,33 @@ def test_amg_preconditioned_cg_is_fast_on_strong_anisotropy():
     assert its["amg"] <= 15 and its["amg"] * 5 < its["none"], its
 
 
+def _pressure_8x8x6():
+    """The pinned pressure matrix of an 8×8×6 mountain-wave mesh (567 unknowns)."""
+    import dycore
+    cfg = dycore.load_config("configs/mountainwave3d_small.yaml",
+                             mesh={"nx": 8, "ny": 8, "nz": 6})
+    return dycore.Simulation(cfg).ops.pressure_host.tocsr()
+
+
+def _cg_iterations(a, b, ml) -> int:
+    """CG iterations to rtol 1e-10 with PyAMG's V-cycle of ``ml`` (checked converged)."""
+    count = [0]
+    x, info = spla.cg(a, b, rtol=1e-10, M=ml.aspreconditioner(cycle="V"), maxiter=200,
+                      callback=lambda _: count.__setitem__(0, count[0] + 1))
+    assert info == 0 and np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b) * 1.01
+    return count[0]
+
+
 def test_one_evolution_step_is_another_hierarchy_that_still_preconditions_the_pressure():
     """``evolution_steps=1`` (the rank-local hierarchies' setting) reaches PyAMG — on the
     pressure matrix of an 8×8×6 mountain-wave mesh (567 unknowns) it aggregates otherwise than
     the default 2 (155 against 174 aggregates) — and CG + its V-cycle converges within two
     iterations of the default's."""
-    import dycore
-    cfg = dycore.load_config("configs/mountainwave3d_small.yaml",
-                             mesh={"nx": 8, "ny": 8, "nz": 6})
-    a = dycore.Simulation(cfg).ops.pressure_host.tocsr()
+    a = _pressure_8x8x6()
     b = np.random.default_rng(0).standard_normal(a.shape[0])
     mls = {k: amg_hierarchy(a, max_coarse=50, evolution_steps=k) for k in (1, 2)}
     assert mls[1].levels[0].P.shape[1] != mls[2].levels[0].P.shape[1]
-    its = {}
-    for k, ml in mls.items():
-        count = [0]
-        x, info = spla.cg(a, b, rtol=1e-10, M=ml.aspreconditioner(cycle="V"), maxiter=200,
-                          callback=lambda _, c=count: c.__setitem__(0, c[0] + 1))
-        assert info == 0 and np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b) * 1.01
-        its[k] = count[0]
+    its = {k: _cg_iterations(a, b, ml) for k, ml in mls.items()}
     assert its[1] <= its[2] + 2 and its[2] < 40, its
 
 
@@ -76,24 +84,15 @@ def test_two_energy_iterations_are_another_hierarchy_that_still_preconditions_th
     :data:`~dycore.solvers.amg.RANK_LOCAL_AMG`) reaches PyAMG — other prolongation values than
     the default 4 on the pressure matrix of an 8×8×6 mountain-wave mesh — and CG + its V-cycle
     converges within two iterations of the default's."""
-    import dycore
     from dycore.solvers.amg import RANK_LOCAL_AMG
-    cfg = dycore.load_config("configs/mountainwave3d_small.yaml",
-                             mesh={"nx": 8, "ny": 8, "nz": 6})
-    a = dycore.Simulation(cfg).ops.pressure_host.tocsr()
+    a = _pressure_8x8x6()
     b = np.random.default_rng(1).standard_normal(a.shape[0])
     assert RANK_LOCAL_AMG == {"evolution_steps": 1, "energy_iterations": 2}
     mls = {k: amg_hierarchy(a, max_coarse=50, evolution_steps=1, energy_iterations=k)
            for k in (2, 4)}
     p2, p4 = (mls[k].levels[0].P.tocsr() for k in (2, 4))
     assert p2.shape == p4.shape and abs(p2 - p4).max() > 1e-3 * abs(p4).max()
-    its = {}
-    for k, ml in mls.items():
-        count = [0]
-        x, info = spla.cg(a, b, rtol=1e-10, M=ml.aspreconditioner(cycle="V"), maxiter=200,
-                          callback=lambda _, c=count: c.__setitem__(0, c[0] + 1))
-        assert info == 0 and np.linalg.norm(b - a @ x) <= 1e-10 * np.linalg.norm(b) * 1.01
-        its[k] = count[0]
+    its = {k: _cg_iterations(a, b, ml) for k, ml in mls.items()}
     assert its[2] <= its[4] + 2 and its[4] < 40, its
 
 
