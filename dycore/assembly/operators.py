@@ -197,7 +197,7 @@ def mesh_operator_arrays(mesh, backend, assembler, sparsity, dirichlet_tags, sta
         cmc = (C @ _projected_inverse_mass(ml_inv_u, nnf) @ C.T).tocsr()
         Kp = sp.csr_matrix((kp, sparsity.indices, sparsity.indptr), shape=(n, n))
         kmk = (Kp @ sp.diags(1.0 / ml) @ Kp).tocsr()
-        kmk.data *= stabilisation                   # (SciPy's s·A: the same products, a copy)
+        kmk.data *= stabilisation                   # (SciPy's s·A, without its copy)
         cmc.sort_indices()                          # (every user sorts them: the sum of two
         kmk.sort_indices()                          # sorted matrices is a merge)
         pressure = cmc + kmk

@@ -113,8 +113,8 @@ def cached_hierarchy(a, smoother: str = "chebyshev", sweeps: int = 2, max_coarse
     (:class:`~dycore.io.setup_cache.SetupCache` or None) holds under ``name`` for this very
     matrix: its :func:`matrix_digest` is stored beside it, and an entry made for another matrix
     (another partition, say) is rebuilt and stored over. The GPU ranks' rank-local
-    hierarchies (1.3 M rows each at 30.7 M tets on four ranks: 60 s of a 187-s cold
-    set-up, docs/performance.md) come from here."""
+    hierarchies (1.3 M rows each at 30.7 M tets on four ranks: with the solvers' set-up
+    47-52 s of a 107-118-s cold set-up, docs/performance.md) come from here."""
     if cache is None or name is None:
         return HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse, coarsening=coarsening,
                              evolution_steps=evolution_steps,
