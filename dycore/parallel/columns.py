@@ -7,9 +7,10 @@ nodes vertically only). Its cells are flat — on the paper mesh 150–830 m thi
 strongly than to its horizontal neighbours. Cutting the mesh between columns, never across
 one, keeps that coupling inside each rank's block, where the rank-local V-cycle sees it: on the
 paper mesh's pressure matrix (CG to 1e-10, the ranks' block V-cycle, one process:
-``scripts/rank_amg_setup_ab.py --partition auto|metis``) 2 / 4 / 8 column parts take 113 / 137
-/ 155 iterations against 136 / 192 / 225 for METIS parts of the node graph. And METIS works on one vertex a column (40,401 at
-30.7 M tets, against 5.2 M nodes: 11.9 s of METIS on the development machine).
+``scripts/rank_amg_setup_ab.py --partition auto|metis``) 2 / 4 / 8 column parts take
+113 / 137 / 155 iterations against 136 / 192 / 225 for METIS parts of the node graph. And
+METIS works on one vertex a column (40,401 at 30.7 M tets, against 5.2 M nodes: 11.9 s of
+METIS on the development machine).
 
 :func:`mesh_partition` takes the columns where the mesh has them — at least two nodes a column
 on average and :data:`MIN_COLUMNS_PER_PART` columns a rank — and the node graph otherwise (an

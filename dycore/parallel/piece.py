@@ -46,14 +46,10 @@ def rank_piece(serial, rp, nnodes=None, ids=None, pin=None) -> dict:
     g2l[l2g] = np.arange(l2g.size)
     at = l2g if ids is None else np.searchsorted(ids, l2g)     # the local nodes in serial
     node_local = g2l if ids is None else g2l[ids]         # serial's nodes' local ids (or −1)
-
-    def local(nodes):                  # local ids of serial's nodes (-1: not local)
-        nodes = np.asarray(nodes, np.int64)
-        return g2l[nodes if ids is None else np.asarray(ids)[nodes]]
-    dir_local = local(ops.dir_nodes)
+    dir_local = node_local[np.asarray(ops.dir_nodes, np.int64)]
     nnf = None
     if ops.nnf is not None:           # the rotated nodes this rank holds, in local ids
-        loc = local(ops.nnf.nodes)
+        loc = node_local[np.asarray(ops.nnf.nodes, np.int64)]
         keep = np.flatnonzero(loc >= 0)
         nnf = SimpleNamespace(nodes=loc[keep],
                               frames=np.asarray(ops.nnf.frames).reshape(-1, 3, 3)[keep],
