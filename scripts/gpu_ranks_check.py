@@ -112,6 +112,7 @@ def worker(args) -> None:
                                 global_amg=args.global_amg)
         setup_s = time.perf_counter() - t0
         peak_setup = comm.gather(_peak_host_mb(), root=0)
+        setup_ranks = comm.gather(dict(getattr(sim, "setup_seconds", {})), root=0)
 
         def progress(what):                   # (read back when a run hits --timeout)
             if comm.rank == 0:
@@ -181,6 +182,7 @@ def worker(args) -> None:
                 "pressure_method": sim.systems.pressure_method,
                 "timers_rank0": timers, "captured_iterations": captured,
                 "setup_seconds_rank0": getattr(sim, "setup_seconds", {}),
+                "setup_seconds_ranks": setup_ranks,
                 "step_s_four_reductions": four,
                 "step_s_uncaptured": plain, "halo_bytes_per_step_uncaptured": plain_halo,
                 "timers_rank0_uncaptured": plain_timers},
@@ -292,12 +294,24 @@ def _announce(what: str, setup_s: float, step_s: list) -> None:
     print(f"done: {what}: set-up {setup_s:.1f} s, {step}", flush=True)
 
 
+def _slowest(ranks: list) -> dict:
+    """{phase: [the longest seconds over the ranks, that rank]} of every rank's set-up split
+    (a phase a rank waits in for the others shows the slowest one's time there too)."""
+    out = {}
+    for r, seconds in enumerate(ranks):
+        for k, v in seconds.items():
+            if k not in out or v > out[k][0]:
+                out[k] = [round(v, 2), r]
+    return out
+
+
 def _summary(res: dict) -> dict:
     return {"ranks": res["ranks"], "transport": res["transport"], "device": res["device"],
             "reduction": res["reduction"],
             "mesh": res["mesh"], "tets": res["tets"], "nodes": res["nodes"],
             "setup_s": round(res["setup_s"], 2),
             "setup_s_rank0": {k: round(v, 2) for k, v in res["setup_seconds_rank0"].items()},
+            "setup_s_slowest_rank": _slowest(res.get("setup_seconds_ranks") or []),
             "peak_host_mb_after_setup": [round(m, 1) for m in res["peak_host_mb_after_setup"]],
             "peak_host_mb": [round(m, 1) for m in res["peak_host_mb"]],
             "step_ms_median": (round(1e3 * float(np.median(res["step_s"])), 3)

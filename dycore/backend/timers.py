@@ -10,7 +10,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-__all__ = ["WallMarker", "StageTimers"]
+__all__ = ["WallMarker", "StageTimers", "add_seconds"]
 
 
 class WallMarker:
@@ -24,6 +24,18 @@ class WallMarker:
 
     def elapsed_ms(self, later: "WallMarker") -> float:
         return (later.t - self.t) * 1e3
+
+
+@contextmanager
+def add_seconds(seconds: dict, name: str):
+    """Add the host wall time of the ``with`` body, in seconds, to ``seconds[name]`` (created
+    at 0.0): the set-up's phases, which run before a backend clock exists and are timed once
+    each (the run's stages use :class:`StageTimers`)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
 
 
 class StageTimers:

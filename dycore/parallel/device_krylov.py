@@ -71,6 +71,7 @@ from numba import cuda, float64
 
 from dycore.backend import solver_kernels as _sk
 from dycore.backend.gpu_kernels import grid
+from dycore.backend.timers import add_seconds
 from dycore.errors import SolverDivergedError
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS
@@ -342,16 +343,22 @@ class DeviceRankPCG(ReplayedSolve):
         else:
             self.red = _SumReducer(backend, transport, self.k, self._nb, 3, sum_blocks)
         self.vcycle, self.hierarchy, self.amg_sizes = None, None, []
+        #: host wall seconds of the rank-local AMG set-up's parts (``local_amg``; else empty):
+        #: the owned block cut, :attr:`HostHierarchy.setup_seconds`, the V-cycle's upload
+        self.setup_seconds = {}
         if precond == "local_amg":
             from dycore.solvers.amg import RANK_LOCAL_AMG, DeviceVCycle, cached_hierarchy
-            owned_block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
-            owned_block.sort_indices()
+            with add_seconds(self.setup_seconds, "owned block"):
+                owned_block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
+                owned_block.sort_indices()
             h = cached_hierarchy(owned_block, amg_smoother, amg_sweeps, amg_max_coarse,
                                  amg_cache, amg_entry and (f"{amg_entry}-{amg_smoother}-"
                                                           f"{amg_sweeps}-{amg_max_coarse}"),
                                  coarsening=amg_coarsening, **RANK_LOCAL_AMG)
+            self.setup_seconds.update(h.setup_seconds)
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
-            self.vcycle = DeviceVCycle(la, h, amg_dtype)
+            with add_seconds(self.setup_seconds, "V-cycle on the GPU"):
+                self.vcycle = DeviceVCycle(la, h, amg_dtype)
             self.partial = la.zeros(la.nblocks(n * la.max_group), 2)[1]
         elif precond == "global_amg":
             from dycore.parallel.device_amg import DeviceGlobalVCycle

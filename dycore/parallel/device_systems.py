@@ -24,6 +24,7 @@ import logging
 import numpy as np
 
 from dycore.backend.gpu_ops import GPUVectorOps
+from dycore.backend.timers import add_seconds
 from dycore.errors import ConfigError
 from dycore.parallel.device_bicgstab import DeviceRankBiCGStab, rank_reducer
 from dycore.parallel.device_halo import DeviceHaloExchange
@@ -145,6 +146,10 @@ class DeviceDistributedSystems:
     ----------
     pressure_method : "direct" or "cg"; pcg : DeviceRankPCG or None; direct :
         ReplicatedDirectPressure, DistributedDirectPressure or None
+    setup_seconds : dict part -> host wall seconds of this rank's solver set-up:
+        ``"rotated blocks found"``, ``"tracer BiCGStab"``, ``"momentum BiCGStab"``,
+        ``"pressure"`` and, for CG with the rank-local AMG, the pressure's parts
+        (``"pressure: PyAMG hierarchy"``, ...: :attr:`DeviceRankPCG.setup_seconds`)
 
     Raises
     ------
@@ -164,7 +169,6 @@ class DeviceDistributedSystems:
                  block: int | None = None, pressure_global=None, owned_global=None,
                  ordering=None, rotated=None, coriolis: bool = True, direct=None,
                  setup_cache=None, vcycle_piece: dict | None = None):
-        from dycore.parallel.device_krylov import DeviceRankPCG
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
             self._check(name, getattr(cfg, name))
@@ -173,16 +177,46 @@ class DeviceDistributedSystems:
         plan1, plan2 = rp.plan(1), rp.plan(2)
         perm = np.asarray(perm, np.int64)
         self.perm = backend.to_device(perm)
+        self.setup_seconds = {}
         # the owned layout's blocks read in full: those whose local value is a rotated block
-        full = (None if rotated is None else
-                np.flatnonzero(np.isin(perm, np.asarray(rotated, np.int64))))
+        with add_seconds(self.setup_seconds, "rotated blocks found"):
+            full = (None if rotated is None else
+                    np.flatnonzero(np.isin(perm, np.asarray(rotated, np.int64))))
         self.solvers = {}
         for name, bs in (("tracer", 1), ("momentum", 3)):
             c = getattr(cfg, name)
             lean = {} if bs == 1 else {"lean": True, "full_pos": full, "coriolis": coriolis}
-            self.solvers[name] = DeviceRankBiCGStab(
-                backend, transport, plan1, row1[0], row1[1], bs, c.preconditioner, c.rtol,
-                c.atol, c.max_iterations, reduction, ro, block=block, name=name, **lean)
+            with add_seconds(self.setup_seconds, f"{name} BiCGStab"):
+                self.solvers[name] = DeviceRankBiCGStab(
+                    backend, transport, plan1, row1[0], row1[1], bs, c.preconditioner,
+                    c.rtol, c.atol, c.max_iterations, reduction, ro, block=block, name=name,
+                    **lean)
+        with add_seconds(self.setup_seconds, "pressure"):
+            self._pressure(cfg, rp, plan2, pressure_rows, reduction, ro, block,
+                           pressure_global, owned_global, ordering, direct, setup_cache,
+                           vcycle_piece)
+        if self.pcg is not None:
+            self.setup_seconds.update({f"pressure: {k}": v
+                                       for k, v in self.pcg.setup_seconds.items()})
+        self.out = {1: backend.zeros(self.n_local), 3: backend.zeros((self.n_local, 3)),
+                    "p": backend.zeros(self.n_local)}
+        self.fill = {1: DeviceHaloExchange(backend, transport, plan2, 1),
+                     3: DeviceHaloExchange(backend, transport, plan2, 3)}
+        self._its = dict.fromkeys(SLOTS, 0)
+        #: iterations and shortfalls of the solves issued inline (two slots per system)
+        self.stats = backend.zeros(2 * len(SLOTS))
+        #: launch the solves' kernels into the caller's capture (set by IterationGraphs)
+        self.inline = False
+        #: verify every solve on the host (until a step's solves all converged)
+        self.check = True
+
+    def _pressure(self, cfg, rp, plan2, pressure_rows, reduction, ro, block,
+                  pressure_global, owned_global, ordering, direct, setup_cache,
+                  vcycle_piece) -> None:
+        """Set :attr:`pressure_method`, :attr:`pcg` and :attr:`direct` (the class's
+        parameters)."""
+        from dycore.parallel.device_krylov import DeviceRankPCG
+        backend, transport = self.b, self.t
         pc, p = cfg.pressure.preconditioner, cfg.pressure
         self.pcg = self.direct = None
         if direct is not None:                      # built by the caller: distributed
@@ -214,17 +248,6 @@ class DeviceDistributedSystems:
                 amg_cache=setup_cache, amg_entry=f"amg-rank{rp.rank}of{rp.nparts}",
                 amg_coarsening=p.amg_coarsening,
                 **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
-        self.out = {1: backend.zeros(self.n_local), 3: backend.zeros((self.n_local, 3)),
-                    "p": backend.zeros(self.n_local)}
-        self.fill = {1: DeviceHaloExchange(backend, transport, plan2, 1),
-                     3: DeviceHaloExchange(backend, transport, plan2, 3)}
-        self._its = dict.fromkeys(SLOTS, 0)
-        #: iterations and shortfalls of the solves issued inline (two slots per system)
-        self.stats = backend.zeros(2 * len(SLOTS))
-        #: launch the solves' kernels into the caller's capture (set by IterationGraphs)
-        self.inline = False
-        #: verify every solve on the host (until a step's solves all converged)
-        self.check = True
 
     @property
     def graph_ready(self) -> bool:

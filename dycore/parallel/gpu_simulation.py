@@ -231,7 +231,7 @@ class GpuRankSimulation(DistributedSimulation):
                                          {k: v for k, v in ro.items()
                                           if k.startswith("exact_")})
             self.local_ops = self._device_ops(piece, lsp)
-        with self._phase("pressure method and a distributed factorisation"):
+        with self._phase("pressure method (a distributed factorisation where direct)"):
             direct = self._direct_pressure(config.solvers.pressure, pressure_global, piece)
         del pressure_global
         nnf = self.local_ops.nnf
@@ -248,6 +248,8 @@ class GpuRankSimulation(DistributedSimulation):
                 coriolis=piece["coeffs"].f_cor != 0.0,
                 setup_cache=shared_setup_cache(comm, self.setup_cache),
                 vcycle_piece=vcycle_piece, **direct)
+        for part, seconds in self.systems.setup_seconds.items():     # the phase's parts
+            self.setup_seconds[f"  {part}"] = seconds
         if "ordering" in direct:
             keep_ordering(comm, self.setup_cache, self.systems.direct.direct, direct["ordering"])
         del direct

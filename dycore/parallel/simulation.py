@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import time
 from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 
@@ -38,7 +37,7 @@ import numpy as np
 
 from dycore.assembly.sparsity import build_sparsity
 from dycore.diagnostics.norms import step_diagnostics
-from dycore.backend.timers import StageTimers
+from dycore.backend.timers import StageTimers, add_seconds
 from dycore.errors import ConfigError, DycoreError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import RootGather
@@ -182,12 +181,8 @@ class DistributedSimulation:
         """Add the wall time of the ``with`` body to :attr:`setup_seconds` [name]."""
         if not hasattr(self, "setup_seconds"):
             self.setup_seconds = {}
-        t0 = time.perf_counter()
-        try:
+        with add_seconds(self.setup_seconds, name):
             yield
-        finally:
-            self.setup_seconds[name] = (self.setup_seconds.get(name, 0.0)
-                                        + time.perf_counter() - t0)
 
     def _receive_local(self, config, comm):
         """:meth:`_receive` of the local set-up: rank 0 builds the mesh (:meth:`_root_mesh`);

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from dycore.backend.timers import add_seconds
 from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, group_size
 
 __all__ = ["smoother_coefficients", "HostHierarchy", "cached_hierarchy", "hierarchy_entry",
@@ -120,17 +121,26 @@ def cached_hierarchy(a, smoother: str = "chebyshev", sweeps: int = 2, max_coarse
                              evolution_steps=evolution_steps,
                              energy_iterations=energy_iterations)
     name = hierarchy_entry(name, coarsening)
-    a = a.tocsr()
-    a.sort_indices()               # (PyAMG sorts them in place: the digest of what it reads)
-    digest = matrix_digest(a)
-    arrays = cache.load(name)
-    if arrays is not None and np.array_equal(arrays.get("matrix_digest"), digest):
+    seconds = {}
+    with add_seconds(seconds, "matrix digest"):
+        a = a.tocsr()
+        a.sort_indices()           # (PyAMG sorts them in place: the digest of what it reads)
+        digest = matrix_digest(a)
+    with add_seconds(seconds, "loaded from the set-up cache"):
+        arrays = cache.load(name)
+        found = arrays is not None and np.array_equal(arrays.get("matrix_digest"), digest)
+        h = HostHierarchy.from_arrays(arrays) if found else None
+    if found:
         cache.hits.append(name)
-        return HostHierarchy.from_arrays(arrays)
+        h.setup_seconds = seconds
+        return h
     cache.misses.append(name)
     h = HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse, coarsening=coarsening,
                       evolution_steps=evolution_steps, energy_iterations=energy_iterations)
-    cache.store(name, {**h.as_arrays(), "matrix_digest": digest})
+    seconds["looked up in the set-up cache"] = seconds.pop("loaded from the set-up cache")
+    h.setup_seconds = {**seconds, **h.setup_seconds}
+    with add_seconds(h.setup_seconds, "stored in the set-up cache"):
+        cache.store(name, {**h.as_arrays(), "matrix_digest": digest})
     return h
 
 
@@ -141,6 +151,12 @@ class HostHierarchy:
     ----------
     levels : list of (A, P, R, dinv, coefficients) for every level but the coarsest (SciPy CSR)
     coarse_inv : (nc, nc) dense pseudo-inverse of the coarsest matrix
+
+    setup_seconds : dict phase -> host wall seconds of the build: ``"PyAMG hierarchy"``,
+        ``"Chebyshev bounds and coarsest inverse"`` (the levels' Lanczos estimates, the dense
+        pseudo-inverse), and from :func:`cached_hierarchy` ``"matrix digest"`` and
+        ``"looked up in the set-up cache"`` + ``"stored in the set-up cache"`` (a miss) or
+        ``"loaded from the set-up cache"`` (a hit: nothing built)
 
     Parameters: ``smoother``, ``sweeps``, ``omega`` as :func:`smoother_coefficients`;
     ``max_coarse``, ``coarsening``, ``evolution_steps``, ``energy_iterations`` as
@@ -153,11 +169,14 @@ class HostHierarchy:
                  energy_iterations: int = 4):
         from dycore.solvers.linear import amg_hierarchy, one_blas_thread
 
-        ml = amg_hierarchy(a, max_coarse=max_coarse, coarsening=coarsening,
-                           evolution_steps=evolution_steps,
-                           energy_iterations=energy_iterations)
+        self.setup_seconds = {}
+        with add_seconds(self.setup_seconds, "PyAMG hierarchy"):
+            ml = amg_hierarchy(a, max_coarse=max_coarse, coarsening=coarsening,
+                               evolution_steps=evolution_steps,
+                               energy_iterations=energy_iterations)
         self.levels = []
-        with one_blas_thread():
+        with one_blas_thread(), add_seconds(self.setup_seconds,
+                                            "Chebyshev bounds and coarsest inverse"):
             for lev in ml.levels[:-1]:
                 A = lev.A.tocsr()
                 A.sort_indices()
@@ -181,6 +200,7 @@ class HostHierarchy:
                 mats.append(m)
             h.levels.append((*mats, dinv, coef))
         h.coarse_inv, h.sizes = self.coarse_inv, list(self.sizes)
+        h.setup_seconds = {}
         return h
 
     def as_arrays(self) -> dict:
@@ -210,6 +230,7 @@ class HostHierarchy:
             h.levels.append((*mats, arrays[f"{i}.dinv"], coef))
         h.coarse_inv = arrays["coarse_inv"]
         h.sizes = [int(v) for v in arrays["sizes"]]
+        h.setup_seconds = {}
         return h
 
 

@@ -61,6 +61,7 @@ def main(dst, steps, backend, mode="graphs"):
                     out.setdefault("captured", []).append(sim.stepper.graphs.captured)
                     pcg = sim.systems.pcg
                     out["pressure_precond"] = "" if pcg is None else pcg.precond
+                    out["setup_phases"] = list(sim.setup_seconds)    # rank 0's set-up split
                 if k == 1 and mode == "short":
                     cut_budgets(sim)
         else:

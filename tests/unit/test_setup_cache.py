@@ -162,6 +162,12 @@ def test_a_cached_hierarchy_is_kept_for_its_own_matrix_only(tmp_path):
     other = SetupCache.at(tmp_path, cache.key)          # e.g. rank 1 with rank 0's (dir, key)
     g = cached_hierarchy(a, max_coarse=20, cache=other, name="amg-rank1of2")
     assert other.hits == ["amg-rank1of2"] and g.sizes == h.sizes
+    # the set-up split: what the miss built and stored, what the hit only loaded
+    assert list(h.setup_seconds) == ["matrix digest", "looked up in the set-up cache",
+                                     "PyAMG hierarchy", "Chebyshev bounds and coarsest inverse",
+                                     "stored in the set-up cache"]
+    assert list(g.setup_seconds) == ["matrix digest", "loaded from the set-up cache"]
+    assert all(v >= 0.0 for v in (*h.setup_seconds.values(), *g.setup_seconds.values()))
     b = np.random.default_rng(5).standard_normal(n)
     assert np.array_equal(vcycle_reference(h, b), vcycle_reference(g, b))
     a2 = a.copy()
