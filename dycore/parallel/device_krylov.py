@@ -292,8 +292,6 @@ class DeviceRankPCG(ReplayedSolve):
                  block: int | None = None, graphs: bool = True, name: str = "pressure",
                  amg_cache=None, amg_entry: str | None = None, vcycle_piece: dict | None = None,
                  amg_coarsening: str = "aggregation"):
-        import scipy.sparse as sp
-
         from dycore.parallel.device_reduce import DeviceExactReducer
         from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix
         if reduction not in REDUCTIONS:
@@ -347,14 +345,15 @@ class DeviceRankPCG(ReplayedSolve):
         #: the owned block cut, :attr:`HostHierarchy.setup_seconds`, the V-cycle's upload
         self.setup_seconds = {}
         if precond == "local_amg":
+            from dycore.parallel.rank_ops import owned_block
             from dycore.solvers.amg import RANK_LOCAL_AMG, DeviceVCycle, cached_hierarchy
             with add_seconds(self.setup_seconds, "owned block"):
-                owned_block = sp.csr_matrix((vals, cols, ptr), shape=(n, nl))[:, :n].tocsr()
-                owned_block.sort_indices()
-            h = cached_hierarchy(owned_block, amg_smoother, amg_sweeps, amg_max_coarse,
+                owned = owned_block(ptr, cols, vals, n)
+            h = cached_hierarchy(owned, amg_smoother, amg_sweeps, amg_max_coarse,
                                  amg_cache, amg_entry and (f"{amg_entry}-{amg_smoother}-"
                                                           f"{amg_sweeps}-{amg_max_coarse}"),
-                                 coarsening=amg_coarsening, **RANK_LOCAL_AMG)
+                                 coarsening=amg_coarsening, background=True,
+                                 **RANK_LOCAL_AMG)
             self.setup_seconds.update(h.setup_seconds)
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             with add_seconds(self.setup_seconds, "V-cycle on the GPU"):

@@ -239,6 +239,9 @@ class GpuRankSimulation(DistributedSimulation):
         if global_amg and not direct:
             with self._phase("global AMG hierarchy (rank 0) and its pieces sent"):
                 vcycle_piece = self._global_vcycle_piece(piece)
+        amg_cache = shared_setup_cache(comm, self.setup_cache)   # (its writes: background)
+        if amg_cache is not None:
+            self._writing = [*getattr(self, "_writing", []), amg_cache]
         with self._phase("solvers (a replicated factorisation, or CG's rank-local AMG)"):
             self.systems = DeviceDistributedSystems(
                 b, self.transport, rp, piece["row1"],
@@ -246,7 +249,7 @@ class GpuRankSimulation(DistributedSimulation):
                 config.solvers, _REDUCTIONS[reduction], ro, block,
                 rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
                 coriolis=piece["coeffs"].f_cor != 0.0,
-                setup_cache=shared_setup_cache(comm, self.setup_cache),
+                setup_cache=amg_cache,
                 vcycle_piece=vcycle_piece, **direct)
         for part, seconds in self.systems.setup_seconds.items():     # the phase's parts
             self.setup_seconds[f"  {part}"] = seconds

@@ -21,7 +21,7 @@ from dycore.backend.cpu import CPUBackend, CPUVectorOps
 from dycore.parallel.halo import HaloExchange
 from dycore.parallel.reduce import exact_parts, parts_to_float
 
-__all__ = ["OwnedRowsOperator", "RankBackend", "RankVectorOps", "owned_rows"]
+__all__ = ["OwnedRowsOperator", "RankBackend", "RankVectorOps", "owned_block", "owned_rows"]
 
 
 class RankVectorOps(CPUVectorOps):
@@ -128,6 +128,64 @@ def _gather_rows(indptr, indices, data, rows, node_local, cb):
             cols[k] = cb * node + c % cb
             vals[k] = data[src + k - ptr[i]]
     return ptr, cols, vals, bad.sum()
+
+
+def owned_block(indptr, indices, data, n: int) -> sp.csr_matrix:
+    """The owned × owned block of a rank's owned rows: the entries of columns < ``n`` (the
+    owned local ids; ghosts follow them), columns sorted in each row — what a rank-local
+    preconditioner is built from (block-Jacobi / additive Schwarz over the ranks).
+
+    Parameters
+    ----------
+    indptr : (m+1,) int; indices : (nnz,) int — local column ids, in any order within a row,
+        none repeated in a row; data : (nnz,) float64; n : int — owned count
+    Returns SciPy CSR (m, n) float64 with int32 indices (int64 from 2³¹ entries), equal to
+    ``csr_matrix((data, indices, indptr))[:, :n]`` with sorted indices (one numba pass per
+    row instead of SciPy's column slice and sort: the rank-local AMG's 1.3 M rows at 30.7 M
+    tets on four ranks took 2.4 s there).
+    """
+    indptr = np.asarray(indptr, np.int64)
+    indices = np.asarray(indices)
+    counts = _owned_counts(indptr, indices, int(n))
+    ptr = np.zeros(indptr.size, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    idx = np.int32 if ptr[-1] < 2 ** 31 else np.int64
+    cols = np.empty(ptr[-1], idx)
+    vals = np.empty(ptr[-1], np.float64)
+    _owned_fill(indptr, indices, np.asarray(data, np.float64), int(n), ptr, cols, vals)
+    a = sp.csr_matrix((vals, cols, ptr.astype(idx)), shape=(indptr.size - 1, int(n)))
+    a.has_sorted_indices = True
+    return a
+
+
+@njit(cache=True, parallel=True)
+def _owned_counts(indptr, indices, n):
+    m = indptr.size - 1
+    counts = np.zeros(m, np.int64)
+    for i in prange(m):
+        for k in range(indptr[i], indptr[i + 1]):
+            if indices[k] < n:
+                counts[i] += 1
+    return counts
+
+
+@njit(cache=True, parallel=True)
+def _owned_fill(indptr, indices, data, n, ptr, cols, vals):
+    """Row i's entries of columns < n into cols/vals[ptr[i]:ptr[i+1]], by insertion (a row
+    holds a few dozen entries): ascending columns."""
+    for i in prange(indptr.size - 1):
+        start, end = ptr[i], ptr[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            c = indices[k]
+            if c < n:
+                j = end
+                while j > start and cols[j - 1] > c:
+                    cols[j] = cols[j - 1]
+                    vals[j] = vals[j - 1]
+                    j -= 1
+                cols[j] = c
+                vals[j] = data[k]
+                end += 1
 
 
 class OwnedRowsOperator:

@@ -140,13 +140,14 @@ class DistributedSimulation:
 
     def _finish_writes(self) -> None:
         """The end of the set-up: wait for the set-up cache's background writes (this rank's
-        piece, :func:`~dycore.parallel.local_setup.store_piece`), before a step changes the
-        state it holds."""
-        cache = getattr(self, "_writing", None)
-        if cache is not None:
+        piece, :func:`~dycore.parallel.local_setup.store_piece`; a GPU rank's AMG hierarchy),
+        before a step changes the state the piece holds."""
+        caches = getattr(self, "_writing", [])
+        if caches:
             with self._phase("set-up cache writes finished (written in the background)"):
-                cache.flush()
-            self._writing = None
+                for cache in caches:
+                    cache.flush()
+        self._writing = []
 
     def _receive(self, config, comm, backend):
         """Every rank's piece of the set-up (:attr:`setup_mode`: :meth:`_receive_local`, or
@@ -227,7 +228,7 @@ class DistributedSimulation:
                 raise errs[0]
             with self._phase("own piece kept in the set-up cache"):
                 store_piece(comm, cache, piece, self.part)      # written in the background
-                self._writing = cache
+                self._writing = [cache]
         piece["detj_min"] = min(comm.allgather(piece["detj_min"]))
         self.rp, self.nnodes = piece["rp"], piece["nnodes"]
         if not self.gather_pressure:                       # GPU ranks: gathered on demand

@@ -130,7 +130,6 @@ class DistributedMatrix:
     def owned_block(self) -> sp.csr_matrix:
         """The owned × owned block as SciPy CSR, sorted copy: what a rank-local
         preconditioner (block-Jacobi / additive Schwarz) factorises (square matrices)."""
-        b, m = self.block, self.n_owned
-        a = self._scipy(*self._full).tocsr()[:, :b * m].tocsr()
-        a.sort_indices()
-        return a
+        from dycore.parallel.rank_ops import owned_block
+        a = self._scipy(*self._full).tocsr()
+        return owned_block(a.indptr, a.indices, a.data, self.block * self.n_owned)

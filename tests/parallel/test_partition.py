@@ -209,3 +209,29 @@ def test_owned_rows_equal_a_numpy_construction(systems, k, blocks):
     bad[rb * far.owned[0], cb * beyond[0]] = 1.0
     with pytest.raises(ValueError, match="beyond two ghost layers"):
         owned_rows(far, n, bad.tocsr(), rb, cb)
+
+
+def test_owned_block_equals_scipys_column_slice_sorted():
+    """owned_block (the rank-local AMG's matrix): the columns < n of every row, sorted, values
+    with them — SciPy's ``[:, :n]`` + ``sort_indices`` array for array — from rows whose
+    columns come in any order, with ghost columns, empty rows and rows of ghosts only."""
+    from dycore.parallel.rank_ops import owned_block
+    rng = np.random.default_rng(11)
+    m, n, nl = 300, 300, 420
+    rows = []
+    for i in range(m):
+        k = 0 if i % 37 == 0 else int(rng.integers(1, 40))
+        cols = rng.choice(nl, size=k, replace=False)
+        if i % 53 == 1:
+            cols = cols[cols >= n]                    # a row of ghost columns only
+        rows.append(cols)
+    indptr = np.concatenate(([0], np.cumsum([r.size for r in rows]))).astype(np.int64)
+    indices = np.concatenate(rows).astype(np.int64)
+    data = rng.standard_normal(indices.size)
+    got = owned_block(indptr, indices, data, n)
+    ref = sp.csr_matrix((data, indices, indptr), shape=(m, nl))[:, :n].tocsr()
+    ref.sort_indices()
+    assert got.shape == (m, n) and got.indices.dtype == np.int32
+    for a, b in ((got.indptr, ref.indptr), (got.indices, ref.indices), (got.data, ref.data)):
+        assert np.array_equal(a, b)
+    assert got.has_sorted_indices

@@ -123,8 +123,8 @@ def test_the_amg_set_up_runs_blas_on_one_thread_and_gives_it_back(monkeypatch):
 
 
 def test_the_smoothers_spectral_radius_is_a_lanczos_value_below_the_true_one():
-    """The Chebyshev interval's ρ(D⁻¹A) (Lanczos to 1e-2, :func:`_dinv_spectral_radius`) is
-    within 1 % below the dense eigenvalue of D^-½ A D^-½ — so 1.1 ρ bounds the spectrum — on a
+    """The Chebyshev interval's ρ(D⁻¹A) (Lanczos to 3e-2, :func:`_dinv_spectral_radius`) is
+    within 3 % below the dense eigenvalue of D^-½ A D^-½ — so 1.1 ρ bounds the spectrum — on a
     variable-coefficient SPD matrix of 1,728 unknowns."""
     from dycore.solvers.amg import _dinv_spectral_radius
     a = _anisotropic_laplacian(12, eps=0.3)
@@ -132,7 +132,7 @@ def test_the_smoothers_spectral_radius_is_a_lanczos_value_below_the_true_one():
     d = 1.0 / np.sqrt(a.diagonal())
     exact = np.linalg.eigvalsh(a.toarray() * d[:, None] * d[None, :]).max()
     rho = _dinv_spectral_radius(a)
-    assert exact * (1 - 1e-2) <= rho <= exact * (1 + 1e-12) and 1.1 * rho > exact
+    assert exact * (1 - 3e-2) <= rho <= exact * (1 + 1e-12) and 1.1 * rho > exact
 
 
 def test_classical_coarsening_is_ruge_stuben_and_preconditions_cg():

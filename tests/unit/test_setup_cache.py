@@ -178,6 +178,14 @@ def test_a_cached_hierarchy_is_kept_for_its_own_matrix_only(tmp_path):
     stored = cache.load("amg-rank1of2")["matrix_digest"]
     assert np.array_equal(stored, matrix_digest(a2))
     assert cached_hierarchy(a, max_coarse=20).sizes == h.sizes           # no cache: built
+    a3 = a.copy()
+    a3.data[1] *= 2.0
+    later = cached_hierarchy(a3, max_coarse=20, cache=other, name="amg-rank1of2",
+                             background=True)                # written by the writer thread
+    other.flush()
+    assert np.array_equal(cache.load("amg-rank1of2")["matrix_digest"], matrix_digest(a3))
+    assert np.array_equal(vcycle_reference(later, b),
+                          vcycle_reference(cached_hierarchy(a3, max_coarse=20), b))
 
 
 def test_a_classical_hierarchy_has_an_entry_of_its_own(tmp_path):
