@@ -231,6 +231,43 @@ class _SumReducer:
         return self.values[:self._n]
 
 
+def rank_local_hierarchy(owned, cache=None, entry: str | None = None,
+                         smoother: str = "chebyshev", sweeps: int = 2, max_coarse: int = 500,
+                         coarsening: str = "aggregation"):
+    """The rank-local AMG hierarchy of a rank's owned × owned pressure block
+    (:func:`~dycore.parallel.rank_ops.owned_block`): PyAMG with the rank-local options
+    (:data:`~dycore.solvers.amg.RANK_LOCAL_AMG`), kept in ``cache`` under
+    ``<entry>-<smoother>-<sweeps>-<max_coarse>`` (:func:`~dycore.solvers.amg.
+    cached_hierarchy`; a new entry is written by the cache's writer thread, flushed by the
+    caller). Returns the :class:`~dycore.solvers.amg.HostHierarchy` (its ``setup_seconds``
+    split). No numba parallel loop runs here, so it may run beside the main thread's
+    (:func:`hierarchy_beside`)."""
+    from dycore.solvers.amg import RANK_LOCAL_AMG, cached_hierarchy
+    return cached_hierarchy(owned, smoother, sweeps, max_coarse, cache,
+                            entry and f"{entry}-{smoother}-{sweeps}-{max_coarse}",
+                            coarsening=coarsening, background=True, **RANK_LOCAL_AMG)
+
+
+def hierarchy_beside(owned, **options):
+    """:func:`rank_local_hierarchy` (``options``) built on a daemon thread while the caller
+    goes on (a GPU rank uploads its operators meanwhile; PyAMG's and SciPy's compiled loops
+    and the digest's hash run without the GIL). Returns a ``concurrent.futures.Future`` of
+    the hierarchy, which :class:`DeviceRankPCG` takes as ``amg_hierarchy``; its result
+    re-raises the build's error. A daemon thread, so a set-up that fails meanwhile exits
+    without waiting for the build."""
+    import threading
+    from concurrent.futures import Future
+    future = Future()
+
+    def build():
+        try:
+            future.set_result(rank_local_hierarchy(owned, **options))
+        except BaseException as exc:        # noqa: BLE001 - handed to the waiting rank
+            future.set_exception(exc)
+    threading.Thread(target=build, name="dycore-rank-amg", daemon=True).start()
+    return future
+
+
 class DeviceRankPCG(ReplayedSolve):
     """CG on this GPU rank's owned rows of the pinned pressure matrix (module docstring).
 
@@ -263,8 +300,9 @@ class DeviceRankPCG(ReplayedSolve):
     vcycle_piece : this rank's dict of :func:`~dycore.parallel.amg.rank_pieces` (``global_amg``)
     amg_cache, amg_entry : a SetupCache (or None) and the name under which the local hierarchy
         is kept, with the smoother, sweeps and coarsest size appended
-        (:func:`~dycore.solvers.amg.cached_hierarchy`: checked against the owned block's
-        digest)
+        (:func:`rank_local_hierarchy`: checked against the owned block's digest)
+    amg_hierarchy : ``local_amg``'s hierarchy built already, or a Future of it
+        (:func:`hierarchy_beside`, from the same rows and options), or None: built here
 
     Attributes
     ----------
@@ -291,7 +329,7 @@ class DeviceRankPCG(ReplayedSolve):
                  sum_blocks: int = 64, sum_threads: int | None = None,
                  block: int | None = None, graphs: bool = True, name: str = "pressure",
                  amg_cache=None, amg_entry: str | None = None, vcycle_piece: dict | None = None,
-                 amg_coarsening: str = "aggregation"):
+                 amg_coarsening: str = "aggregation", amg_hierarchy=None):
         from dycore.parallel.device_reduce import DeviceExactReducer
         from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix
         if reduction not in REDUCTIONS:
@@ -346,14 +384,17 @@ class DeviceRankPCG(ReplayedSolve):
         self.setup_seconds = {}
         if precond == "local_amg":
             from dycore.parallel.rank_ops import owned_block
-            from dycore.solvers.amg import RANK_LOCAL_AMG, DeviceVCycle, cached_hierarchy
-            with add_seconds(self.setup_seconds, "owned block"):
-                owned = owned_block(ptr, cols, vals, n)
-            h = cached_hierarchy(owned, amg_smoother, amg_sweeps, amg_max_coarse,
-                                 amg_cache, amg_entry and (f"{amg_entry}-{amg_smoother}-"
-                                                          f"{amg_sweeps}-{amg_max_coarse}"),
-                                 coarsening=amg_coarsening, background=True,
-                                 **RANK_LOCAL_AMG)
+            from dycore.solvers.amg import DeviceVCycle
+            if amg_hierarchy is None:
+                with add_seconds(self.setup_seconds, "owned block"):
+                    owned = owned_block(ptr, cols, vals, n)
+                h = rank_local_hierarchy(owned, amg_cache, amg_entry, amg_smoother, amg_sweeps,
+                                         amg_max_coarse, amg_coarsening)
+            elif hasattr(amg_hierarchy, "result"):
+                with add_seconds(self.setup_seconds, "waited for the hierarchy built beside"):
+                    h = amg_hierarchy.result()
+            else:
+                h = amg_hierarchy
             self.setup_seconds.update(h.setup_seconds)
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             with add_seconds(self.setup_seconds, "V-cycle on the GPU"):

@@ -29,12 +29,18 @@ from dycore.errors import ConfigError
 from dycore.parallel.device_bicgstab import DeviceRankBiCGStab, rank_reducer
 from dycore.parallel.device_halo import DeviceHaloExchange
 
-__all__ = ["DeviceDistributedSystems", "DeviceRankVectorOps"]
+__all__ = ["DeviceDistributedSystems", "DeviceRankVectorOps", "rank_amg_entry"]
 
 log = logging.getLogger("dycore")
 
 #: the systems in the order of their statistics slots (iterations, shortfalls)
 SLOTS = ("pressure", "momentum", "tracer")
+
+
+def rank_amg_entry(rp) -> str:
+    """The set-up cache entry of rank ``rp.rank``'s local AMG hierarchy on ``rp.nparts`` ranks
+    (:func:`~dycore.parallel.device_krylov.rank_local_hierarchy` appends its options)."""
+    return f"amg-rank{rp.rank}of{rp.nparts}"
 
 
 def _key(a):
@@ -141,6 +147,8 @@ class DeviceDistributedSystems:
         (:func:`~dycore.parallel.amg.rank_pieces`) or None: with pressure ``amg`` and CG, the
         V-cycle of that one hierarchy (:mod:`dycore.parallel.device_amg`) instead of the
         rank-local one
+    amg_hierarchy : the rank-local hierarchy, or a Future of it, built by the caller
+        (:func:`~dycore.parallel.device_krylov.hierarchy_beside`), or None: built here
 
     Attributes
     ----------
@@ -168,7 +176,7 @@ class DeviceDistributedSystems:
                  reduction: str = "exact", reducer_options: dict | None = None,
                  block: int | None = None, pressure_global=None, owned_global=None,
                  ordering=None, rotated=None, coriolis: bool = True, direct=None,
-                 setup_cache=None, vcycle_piece: dict | None = None):
+                 setup_cache=None, vcycle_piece: dict | None = None, amg_hierarchy=None):
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
             self._check(name, getattr(cfg, name))
@@ -194,7 +202,7 @@ class DeviceDistributedSystems:
         with add_seconds(self.setup_seconds, "pressure"):
             self._pressure(cfg, rp, plan2, pressure_rows, reduction, ro, block,
                            pressure_global, owned_global, ordering, direct, setup_cache,
-                           vcycle_piece)
+                           vcycle_piece, amg_hierarchy)
         if self.pcg is not None:
             self.setup_seconds.update({f"pressure: {k}": v
                                        for k, v in self.pcg.setup_seconds.items()})
@@ -212,7 +220,7 @@ class DeviceDistributedSystems:
 
     def _pressure(self, cfg, rp, plan2, pressure_rows, reduction, ro, block,
                   pressure_global, owned_global, ordering, direct, setup_cache,
-                  vcycle_piece) -> None:
+                  vcycle_piece, amg_hierarchy) -> None:
         """Set :attr:`pressure_method`, :attr:`pcg` and :attr:`direct` (the class's
         parameters)."""
         from dycore.parallel.device_krylov import DeviceRankPCG
@@ -245,8 +253,8 @@ class DeviceDistributedSystems:
                 reduction=reduction, vcycle_piece=vcycle_piece,
                 precond=("global_amg" if glob else "local_amg") if pc == "amg" else "jacobi",
                 rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
-                amg_cache=setup_cache, amg_entry=f"amg-rank{rp.rank}of{rp.nparts}",
-                amg_coarsening=p.amg_coarsening,
+                amg_cache=setup_cache, amg_entry=rank_amg_entry(rp),
+                amg_coarsening=p.amg_coarsening, amg_hierarchy=None if glob else amg_hierarchy,
                 **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
 
     @property

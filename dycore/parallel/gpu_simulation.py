@@ -186,7 +186,10 @@ class GpuRankSimulation(DistributedSimulation):
         from dycore.backend.gpu import gpu_backend
         from dycore.parallel.device_direct import keep_ordering
         from dycore.parallel.local_setup import shared_setup_cache
-        from dycore.parallel.device_systems import DeviceDistributedSystems, DeviceRankVectorOps
+        from dycore.parallel.device_krylov import hierarchy_beside
+        from dycore.parallel.device_systems import (DeviceDistributedSystems, DeviceRankVectorOps,
+                                                    rank_amg_entry)
+        from dycore.parallel.rank_ops import owned_block
         from dycore.timestepping.picard import PicardStepper
         if reduction not in _REDUCTIONS:
             raise ConfigError(f"reduction '{reduction}' is not available on GPU ranks (use "
@@ -218,8 +221,18 @@ class GpuRankSimulation(DistributedSimulation):
                                           else {"block": int(element_block)}))
         if block is not None:
             b.solver_block = int(block)          # before any vector / solver workspace
-        self.transport = make_transport(comm, b, transport, shared)
         rp = self.rp
+        amg_cache = shared_setup_cache(comm, self.setup_cache)   # (its writes: background)
+        if amg_cache is not None:
+            self._writing = [*getattr(self, "_writing", []), amg_cache]
+        beside = None
+        if self._rank_local_amg_certain(config.solvers.pressure, global_amg):
+            with self._phase("rank-local AMG hierarchy started beside (the owned block)"):
+                pp, pi, pv = piece["pressure_rows"]
+                beside = hierarchy_beside(owned_block(pp, pi, pv, rp.n_owned), cache=amg_cache,
+                                          entry=rank_amg_entry(rp),
+                                          coarsening=config.solvers.pressure.amg_coarsening)
+        self.transport = make_transport(comm, b, transport, shared)
         ro = dict(reducer_options or {})
         self.timers = StageTimers(b.marker)
         lmesh = Mesh(coords=piece["coords"], tets=rp.local_tets, faces=np.zeros((0, 3)),
@@ -239,9 +252,6 @@ class GpuRankSimulation(DistributedSimulation):
         if global_amg and not direct:
             with self._phase("global AMG hierarchy (rank 0) and its pieces sent"):
                 vcycle_piece = self._global_vcycle_piece(piece)
-        amg_cache = shared_setup_cache(comm, self.setup_cache)   # (its writes: background)
-        if amg_cache is not None:
-            self._writing = [*getattr(self, "_writing", []), amg_cache]
         with self._phase("solvers (a replicated factorisation, or CG's rank-local AMG)"):
             self.systems = DeviceDistributedSystems(
                 b, self.transport, rp, piece["row1"],
@@ -250,7 +260,7 @@ class GpuRankSimulation(DistributedSimulation):
                 rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
                 coriolis=piece["coeffs"].f_cor != 0.0,
                 setup_cache=amg_cache,
-                vcycle_piece=vcycle_piece, **direct)
+                vcycle_piece=vcycle_piece, amg_hierarchy=beside, **direct)
         for part, seconds in self.systems.setup_seconds.items():     # the phase's parts
             self.setup_seconds[f"  {part}"] = seconds
         if "ordering" in direct:
@@ -273,6 +283,19 @@ class GpuRankSimulation(DistributedSimulation):
         self.n1 = rp.n_local(1)
         self.last_diagnostics = {}
         self._finish_writes()
+
+    def _rank_local_amg_certain(self, cfg, global_amg: bool) -> bool:
+        """Whether the pressure is certainly solved by CG with rank-local V-cycles (``amg``,
+        not the global V-cycle; ``cg``, or ``auto`` where no direct solve could be chosen:
+        :func:`~dycore.solvers.direct.pressure_method` with the most rows any factorisation
+        takes, K times one GPU's). Then each rank's hierarchy is built beside its GPU set-up
+        (:func:`~dycore.parallel.device_krylov.hierarchy_beside`): at 30.7 M tets on four
+        ranks PyAMG took 37 s of a 120-s set-up (docs/performance.md)."""
+        from dycore.solvers.direct import AUTO_DIRECT_MAX_ROWS, pressure_method
+        if global_amg or cfg.preconditioner != "amg" or cfg.method == "direct":
+            return False
+        return pressure_method(cfg, self.backend, self.nnodes,
+                               max_rows=AUTO_DIRECT_MAX_ROWS * self.comm.size)[0] == "cg"
 
     def _global_vcycle_piece(self, piece) -> dict:
         """This rank's piece of the global pressure hierarchy (collective): rank 0 gathers the

@@ -14,7 +14,7 @@ import time
 
 from dycore.errors import BackendUnavailableError
 
-__all__ = ["abort_on_error", "large", "world"]
+__all__ = ["abort_on_error", "idle_wait", "large", "world"]
 
 
 def world():
@@ -50,6 +50,17 @@ def large(comm):
     from mpi4py import MPI
     from mpi4py.util import pkl5
     return pkl5.Intracomm(comm) if isinstance(comm, MPI.Intracomm) else comm
+
+
+def idle_wait(comm, poll_s: float = 0.005) -> None:
+    """A barrier that sleeps instead of spinning (collective): ``comm.Ibarrier()`` tested
+    every ``poll_s`` seconds. Ranks that wait for rank 0's serial work (its mesh, its
+    partition) call it before the broadcast that follows, so they leave the cores to rank 0's
+    parallel loops; a blocking MPI collective polls at full speed on every waiting rank
+    (Open MPI's default), and a parallel loop is as slow as its slowest thread."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll_s)
 
 
 @contextlib.contextmanager

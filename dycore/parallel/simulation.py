@@ -41,7 +41,7 @@ from dycore.backend.timers import StageTimers, add_seconds
 from dycore.errors import ConfigError, DycoreError
 from dycore.mesh.mesh import Mesh
 from dycore.parallel.halo import RootGather
-from dycore.parallel.mpi import large
+from dycore.parallel.mpi import idle_wait, large
 from dycore.parallel.columns import mesh_partition
 from dycore.parallel.partition import owned_row_order, partition_mesh
 from dycore.parallel.piece import rank_piece
@@ -203,6 +203,7 @@ class DistributedSimulation:
             err = None
             if comm.rank == 0:
                 self.mesh, self.setup_cache, err = self._root_mesh(config, self._phase)
+            idle_wait(comm)                      # the other ranks leave rank 0 the cores
             err = comm.bcast(err, root=0)
             if err is not None:
                 raise err
@@ -296,6 +297,7 @@ class DistributedSimulation:
                 except ValueError as exc:   # e.g. more ranks than nodes: tell every rank
                     part = ConfigError(f"cannot partition the mesh over {comm.size} MPI "
                                        f"ranks: {exc}")
+            idle_wait(comm)
             part = large(comm).bcast(part, root=0)
         if isinstance(part, ConfigError):
             return None, part

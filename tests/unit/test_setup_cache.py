@@ -325,3 +325,29 @@ def test_a_background_store_is_written_in_order_and_flushed(tmp_path, monkeypatc
     off = SetupCache(None)
     off.store("x", {"a": np.zeros(1)}, background=True)    # caching off: nothing, no thread
     assert off._writer is None
+
+
+def test_a_hierarchy_built_beside_is_the_one_built_in_line(tmp_path):
+    """hierarchy_beside (a GPU rank's rank-local AMG, built on a thread while the rank uploads
+    its operators): the Future's hierarchy gives the V-cycle of rank_local_hierarchy's bit for
+    bit, is stored under the rank's entry once the cache is flushed, and a build that fails
+    hands its error to the waiting caller."""
+    from dycore.parallel.device_krylov import hierarchy_beside, rank_local_hierarchy
+    from dycore.solvers.amg import vcycle_reference
+    n = 400
+    a = sp.random(n, n, density=0.02, random_state=7)
+    a = (a @ a.T + sp.eye(n) * 5.0).tocsr()
+    a.sort_indices()
+    cache = SetupCache(tmp_path, (a.data,), {"t": 3})
+    future = hierarchy_beside(a, cache=cache, entry="amg-rank0of2", max_coarse=20)
+    h = future.result(timeout=120)
+    cache.flush()
+    assert cache.misses == ["amg-rank0of2-chebyshev-2-20"]
+    assert cache.load("amg-rank0of2-chebyshev-2-20") is not None
+    b = np.random.default_rng(8).standard_normal(n)
+    ref = rank_local_hierarchy(a, max_coarse=20)
+    assert h.sizes == ref.sizes and len(h.sizes) > 1
+    assert np.array_equal(vcycle_reference(h, b), vcycle_reference(ref, b))
+    bad = hierarchy_beside(sp.random(5, 7, density=0.5, random_state=1).tocsr())
+    with pytest.raises(ValueError):
+        bad.result(timeout=60)
