@@ -229,7 +229,7 @@ class DistributedSimulation:
                 raise errs[0]
             with self._phase("own piece kept in the set-up cache"):
                 store_piece(comm, cache, piece, self.part)      # written in the background
-                self._writing = [cache]
+                self._writing = [] if cache is None else [cache]
         piece["detj_min"] = min(comm.allgather(piece["detj_min"]))
         self.rp, self.nnodes = piece["rp"], piece["nnodes"]
         if not self.gather_pressure:                       # GPU ranks: gathered on demand

@@ -118,14 +118,15 @@ def cached_hierarchy(a, smoother: str = "chebyshev", sweeps: int = 2, max_coarse
                      background: bool = False) -> "HostHierarchy":
     """``HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse, coarsening=coarsening,
     evolution_steps=evolution_steps, energy_iterations=energy_iterations)``, or the one
-    ``cache``
-    (:class:`~dycore.io.setup_cache.SetupCache` or None) holds under ``name`` for this very
-    matrix: its :func:`matrix_digest` is stored beside it, and an entry made for another matrix
-    (another partition, say) is rebuilt and stored over — by the cache's writer thread with
-    ``background=True`` (the caller flushes the cache: :meth:`~dycore.io.setup_cache.
-    SetupCache.flush`; the hierarchy's arrays are never changed). The GPU ranks' rank-local
-    hierarchies (1.3 M rows each at 30.7 M tets on four ranks: with the solvers' set-up
-    47-52 s of a 107-118-s cold set-up, docs/performance.md) come from here."""
+    ``cache`` (:class:`~dycore.io.setup_cache.SetupCache` or None) holds under ``name`` for
+    this very matrix: its :func:`matrix_digest` is stored beside it, and an entry made for
+    another matrix (another partition, say) is rebuilt and stored over — by the cache's
+    writer thread with ``background=True`` (the caller flushes the cache:
+    :meth:`~dycore.io.setup_cache.SetupCache.flush`; the hierarchy's arrays are never
+    changed). The GPU ranks' rank-local
+    hierarchies come from here: 1.3 M rows each at 30.7 M tets on four ranks, PyAMG 34-39 s
+    and the Chebyshev bounds 4.5-8 s a rank, built beside the GPU set-up in a 100-s cold
+    set-up (docs/performance.md)."""
     if cache is None or name is None:
         return HostHierarchy(a, smoother, sweeps, max_coarse=max_coarse, coarsening=coarsening,
                              evolution_steps=evolution_steps,
