@@ -132,6 +132,10 @@ class _Comm:
     def allgather(self, obj):
         return [obj] if self.gathered is None else self.gathered(obj)
 
+    def Ibarrier(self):                 # (idle_wait: the other ranks are there at once)
+        self.barriers = getattr(self, "barriers", 0) + 1
+        return SimpleNamespace(Test=lambda: True)
+
 
 def test_a_mesh_error_on_rank_0_reaches_every_rank(serial, monkeypatch):
     import dycore.timestepping.simulation as ts
@@ -176,6 +180,7 @@ def test_every_rank_cuts_its_own_part_from_the_broadcast_mesh(serial):
     part, own = DistributedSimulation._own_part(root, mesh)
     assert part.shape == (sim.mesh.nnodes,) and root.sent == []
     assert len(root.broadcast) == 2 and np.array_equal(root.broadcast[1], part)
+    assert root.barriers == 1          # the partition's broadcast waits at an idle barrier
     msgs = [own] + [DistributedSimulation._own_part(_Comm(3, r, root_values=root.broadcast),
                                                     None)[1] for r in (1, 2)]
     spg = sim.sparsity

@@ -166,3 +166,20 @@ def test_a_failure_on_one_rank_ends_all_ranks_with_one_message(tmp_path):
     assert "not reached" not in proc.stdout
     msg = "rank 1 of 2: ValueError: solvers.pressure.rtol: bad value -1 (rank 1 only)"
     assert proc.stderr.count(msg) == 1, proc.stderr
+
+
+def test_idle_wait_returns_once_every_rank_has_arrived():
+    """idle_wait (ranks waiting for rank 0's mesh sleep instead of spinning): on one rank it
+    returns at once; with a request that completes on its third test it sleeps twice."""
+    import time
+    from types import SimpleNamespace
+
+    from mpi4py import MPI
+
+    from dycore.parallel.mpi import idle_wait
+    idle_wait(MPI.COMM_SELF)
+    tests = []
+    comm = SimpleNamespace(Ibarrier=lambda: SimpleNamespace(
+        Test=lambda: tests.append(time.perf_counter()) or len(tests) == 3))
+    idle_wait(comm, poll_s=0.02)
+    assert len(tests) == 3 and tests[2] - tests[0] >= 0.04
