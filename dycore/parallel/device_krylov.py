@@ -301,8 +301,8 @@ class DeviceRankPCG(ReplayedSolve):
     amg_cache, amg_entry : a SetupCache (or None) and the name under which the local hierarchy
         is kept, with the smoother, sweeps and coarsest size appended
         (:func:`rank_local_hierarchy`: checked against the owned block's digest)
-    amg_hierarchy : ``local_amg``'s hierarchy built already, or a Future of it
-        (:func:`hierarchy_beside`, from the same rows and options), or None: built here
+    amg_hierarchy : a Future of ``local_amg``'s hierarchy (:func:`hierarchy_beside`, from
+        the same rows and options), or None: built here
 
     Attributes
     ----------
@@ -390,11 +390,9 @@ class DeviceRankPCG(ReplayedSolve):
                     owned = owned_block(ptr, cols, vals, n)
                 h = rank_local_hierarchy(owned, amg_cache, amg_entry, amg_smoother, amg_sweeps,
                                          amg_max_coarse, amg_coarsening)
-            elif hasattr(amg_hierarchy, "result"):
+            else:
                 with add_seconds(self.setup_seconds, "waited for the hierarchy built beside"):
                     h = amg_hierarchy.result()
-            else:
-                h = amg_hierarchy
             self.setup_seconds.update(h.setup_seconds)
             self.hierarchy, self.amg_sizes = h, list(h.sizes)
             with add_seconds(self.setup_seconds, "V-cycle on the GPU"):

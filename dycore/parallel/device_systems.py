@@ -147,8 +147,9 @@ class DeviceDistributedSystems:
         (:func:`~dycore.parallel.amg.rank_pieces`) or None: with pressure ``amg`` and CG, the
         V-cycle of that one hierarchy (:mod:`dycore.parallel.device_amg`) instead of the
         rank-local one
-    amg_hierarchy : the rank-local hierarchy, or a Future of it, built by the caller
-        (:func:`~dycore.parallel.device_krylov.hierarchy_beside`), or None: built here
+    amg_hierarchy : a Future of the rank-local hierarchy, built by the caller
+        (:func:`~dycore.parallel.device_krylov.hierarchy_beside`), or None: built here (read
+        by the rank-local V-cycle only)
 
     Attributes
     ----------
@@ -254,7 +255,7 @@ class DeviceDistributedSystems:
                 precond=("global_amg" if glob else "local_amg") if pc == "amg" else "jacobi",
                 rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
                 amg_cache=setup_cache, amg_entry=rank_amg_entry(rp),
-                amg_coarsening=p.amg_coarsening, amg_hierarchy=None if glob else amg_hierarchy,
+                amg_coarsening=p.amg_coarsening, amg_hierarchy=amg_hierarchy,
                 **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
 
     @property
