@@ -26,6 +26,14 @@ only; r·r with r̂·r). Stopping test ‖r‖² ≤ max(rtol²·‖b‖², atol
 squares). With the exact reduction, deterministic assembly and ``g = 1`` every operation on an
 owned entry is independent of the partition, so 1, 2 and 4 GPU ranks give the same bits.
 
+Several systems with ONE matrix (θ′ and the moisture tracers share the tracer matrix when their
+diffusivities agree) are solved together: :meth:`DeviceRankBiCGStab.steps` takes k right-hand
+sides and runs the k iterations step by step — each system's kernels on its own vectors and
+control array, so each gets the bits of its own solve — with ONE halo exchange of the k
+stacked vectors and ONE reduction of all their dot products at each point. On GPU ranks the
+solve is a chain of latency-bound messages (about a hundred per tracer solve), so k systems
+cost about one solve's messages instead of k solves'.
+
 Solves are replayed as DeviceRankPCG's are (:mod:`dycore.parallel.device_replay`): the first
 converged solve is issued from Python with a host read of the control array every
 ``check_every`` iterations; it learns the iteration count, the ranks agree on a budget (+20 %
@@ -132,9 +140,12 @@ class DeviceRankBiCGStab(ReplayedSolve):
     Attributes
     ----------
     values : (nnzb,) or (nnzb,3,3) float64 backend array — the owned rows' values the solve
-        reads (:meth:`load` fills it); x : (n_owned·bs,) backend array — the last solution;
-    rhs : (n_owned·bs,) backend array — the right-hand side the solve (and its graphs) read;
-    iterations : int (last solve); n_owned, n_local : int; halo : DeviceHaloExchange;
+        reads (:meth:`load` fills it); x : (n_owned·bs,) backend array — the last solution
+        ((k, n_owned·bs) after a solve of k systems); rhs : the right-hand side(s) the solve
+        (and its graphs) read, shaped as x; iterations : int (last solve; the largest of its
+        systems'); counts : list of int — each system's iterations; nsys : int — systems the
+        work is allocated for; n_owned, n_local : int; halo : DeviceHaloExchange (of the
+        stacked local vectors);
     graphs, capture, budget, replayed : as :class:`~dycore.parallel.device_krylov.DeviceRankPCG`
 
     Raises
@@ -174,31 +185,49 @@ class DeviceRankBiCGStab(ReplayedSolve):
             self.a.lean_blocks = LeanBlocks(la, backend.to_device(indices.astype(np.int32)),
                                             full_pos, coriolis)
         self.diag_pos = la.nb(backend.to_device(diag.astype(np.int32)))
-        host = np.zeros(K.NCTL)
-        host[K.RTOL2], host[K.ATOL2], host[K.MAXIT] = rtol * rtol, atol * atol, maxiter
-        self.ctl = backend.to_device(host)
-        self._ctl = la.nb(self.ctl)
-        z = backend.zeros
-        m = n * self.bs
-        self.x, self.rhs = z(m), z(m)
-        self.r, self.rhat, self.p, self.v, self.tv = z(m), z(m), z(m), z(m), z(m)
-        lshape = (nl,) if bs == 1 else (nl, 3)
-        self.phat, self.shat = z(lshape), z(lshape)          # local vectors: ghosts filled
-        self.minv = z(n * self.bs * self.bs)
-        self.partial = z((la.nblocks(m), 2))                 # the kernels' unfinished partials
-        self.halo = DeviceHaloExchange(backend, transport, plan, self.bs)
-        self.red = rank_reducer(backend, transport, reduction, 3, **(reducer_options or {}))
+        self._ctl0 = np.zeros(K.NCTL)
+        self._ctl0[K.RTOL2], self._ctl0[K.ATOL2], self._ctl0[K.MAXIT] = (rtol * rtol,
+                                                                         atol * atol, maxiter)
+        self.minv = backend.zeros(n * self.bs * self.bs)
+        self.partial = backend.zeros((la.nblocks(n * self.bs), 2))   # unfinished partials
+        self._reducer = (reduction, dict(reducer_options or {}))
         self.scalar_op = _scalar_kernel(bool(getattr(backend, "strict", False)))
         self.maxiter = int(maxiter)
-        self.iterations = 0
         self.graphs = bool(graphs)
         self.capture = bool(getattr(transport, "capturable", False))
-        self._first = self._more = None
-        self.budget, self.replayed = 0, False
-        self._views: dict = {}
         #: s·s reduced with t·s and t·t (three reductions per iteration); False: s·s on its
         #: own before t = A ŝ (four; the same iterates) — :meth:`set_merged`
         self.merged = True
+        self.nsys = 0
+        self._allocate(1)
+
+    def _allocate(self, k: int) -> None:
+        """The work of solves of ``k`` systems with this matrix at once: per system its
+        vectors and control array; one halo exchange of the k local vectors stacked
+        (:meth:`~dycore.parallel.partition.HaloPlan.stacked`: one message per neighbour);
+        one reducer for the k systems' dots (one all-reduce per reduction point). The matrix,
+        its block inverses and the kernels' scratch partials are shared. The replay graphs
+        are dropped: the next solve is checked and learns its budget."""
+        b, z = self.b, self.b.zeros
+        m, nl, la = self.n_owned * self.bs, self.n_local, self.la
+        self.nsys = k = int(k)
+        self.ctls = b.to_device(np.tile(self._ctl0, (k, 1)))
+        self.ctl = self.ctls[0]                       # (the first system's, as k = 1)
+        self._ctl_nb = [la.nb(self.ctls[i]) for i in range(k)]
+        self._ctl = self._ctl_nb[0]
+        self.X, self.RHS = z((k, m)), z((k, m))
+        self._one = (self.X[0], self.RHS[0])           # (one system given as a vector)
+        self.x, self.rhs = self._one if k == 1 else (self.X, self.RHS)
+        self.r, self.rhat, self.p, self.v, self.tv = (z((k, m)) for _ in range(5))
+        lshape = (k, nl) if self.bs == 1 else (k, nl, 3)
+        self.phat, self.shat = z(lshape), z(lshape)    # local vectors: ghosts filled
+        self.halo = DeviceHaloExchange(b, self.t, self.plan.stacked(k), self.bs)
+        reduction, ro = self._reducer
+        self.red = rank_reducer(b, self.t, reduction, 3 * k, **ro)
+        self.iterations, self.counts = 0, [0] * k
+        self._first = self._more = None
+        self.budget, self.replayed = 0, False
+        self._views: dict = {}
 
     def set_merged(self, merged: bool) -> None:
         """Reduce s·s with t·s and t·t (True, the default) or on its own (False: one more
@@ -219,27 +248,35 @@ class DeviceRankBiCGStab(ReplayedSolve):
             hit = self._views[key] = (a, self.b.nb(a))
         return hit[1]
 
-    def _flat_owned(self, a):
-        return a.reshape(-1)[:self.n_owned * self.bs]
+    def _owned(self, local, i):
+        """System i's owned entries of a stacked local vector (flat)."""
+        return local[i].reshape(-1)[:self.n_owned * self.bs]
 
-    def _reduce(self, op, *pairs, then=None):
-        """Post the global dots of ``pairs`` in one reduction (yields once, after the
-        all-reduce's post), then apply the recurrence ``op`` to the control array on the
-        device (one thread: :func:`_scalar_kernel`) from the values in order; ``then``: a
-        second recurrence applied after it from the values past the first (the merged
-        half-step check: s·s, then ω from t·s and t·t)."""
-        self.red.post_dots(*pairs)
+    def _reduce(self, op, pairs, then=None):
+        """Post the global dots ``pairs(i)`` of every system i in ONE reduction (yields once,
+        after the all-reduce's post), then apply the recurrence ``op`` to each system's
+        control array on the device (one thread: :func:`_scalar_kernel`) from its values in
+        order; ``then``: a second recurrence applied after it from the values past the first
+        (the merged half-step check: s·s, then ω from t·s and t·t)."""
+        per = [pairs(i) for i in range(self.nsys)]
+        self.red.post_dots(*(pair for sys_pairs in per for pair in sys_pairs))
         yield
         self.red.finish_on_device()
-        vals = self.red.values
-        self.b.launch(self.scalar_op, (1, 1), self._nb(vals), op, self._ctl)
-        if then is not None:
-            self.b.launch(self.scalar_op, (1, 1), self._nb(vals[1:]), then, self._ctl)
+        vals, at = self.red.values, 0
+        for i, sys_pairs in enumerate(per):
+            self.b.launch(self.scalar_op, (1, 1), self._nb(vals[at:]), op, self._ctl_nb[i])
+            if then is not None:
+                self.b.launch(self.scalar_op, (1, 1), self._nb(vals[at + 1:]), then,
+                              self._ctl_nb[i])
+            at += len(sys_pairs)
 
     def _exchange(self, local):
-        self.halo.begin(local)
+        """The ghosts of every system's local vector in ``local`` (k, n_local[, 3]): one
+        exchange of the stacked vectors."""
+        flat = local.reshape((self.nsys * self.n_local,) + local.shape[2:])
+        self.halo.begin(flat)
         yield
-        self.halo.end(local)
+        self.halo.end(flat)
 
     def load(self, values, perm) -> None:
         """values[perm] -> :attr:`values` (the owned rows in global column order).
@@ -251,78 +288,129 @@ class DeviceRankBiCGStab(ReplayedSolve):
 
     # -- the solve ---------------------------------------------------------------------------
     def _start(self):
-        """x = 0, r = r̂ = b (b in :attr:`rhs`), tol from the global ‖b‖², the block inverses."""
+        """Each system's x = 0, r = r̂ = b (b in :attr:`rhs`) and tol from its global ‖b‖²;
+        the block inverses of the shared matrix."""
         la, k, nb = self.la, self.la.k, self._nb
         m = self.n_owned * self.bs
         if self.a.lean_blocks is not None:
             self.a.lean_blocks.refresh(la, self.a)
-        la.launch(k.init_residual, m, nb(self.rhs), nb(self.x), nb(self.r), nb(self.rhat), 1,
-                  nb(self.partial), -1, self._ctl, la.ticket)
-        yield from self._reduce(K.OP_INIT, (self.r, self.r))
+        for i in range(self.nsys):
+            la.launch(k.init_residual, m, nb(self.RHS[i]), nb(self.X[i]), nb(self.r[i]),
+                      nb(self.rhat[i]), 1, nb(self.partial), -1, self._ctl_nb[i], la.ticket)
+        yield from self._reduce(K.OP_INIT, lambda i: ((self.r[i], self.r[i]),))
         la.launch(k.block_inverse, self.n_owned, self.a.data, self.diag_pos, self.bs,
                   self.kind, nb(self.minv))
 
     def _iterations(self, count: int):
-        """``count`` BiCGStab iterations (no-ops once the control array says finished)."""
+        """``count`` BiCGStab iterations of every system (no-ops for a system once its control
+        array says finished)."""
         for _ in range(count):
             yield from self._iteration()
 
     def _iteration(self):
-        la, k, nb, ctl, bs = self.la, self.la.k, self._nb, self._ctl, self.bs
-        n, m = self.n_owned, self.n_owned * self.bs
-        phat, shat = self._flat_owned(self.phat), self._flat_owned(self.shat)
-        part = nb(self.partial)
-        la.launch(k.bi_update_p, n, nb(self.r), nb(self.p), nb(self.v), nb(self.minv), bs,
-                  nb(phat), ctl)
+        """One iteration of each system, step by step together: the systems' kernels one
+        after another, their halo exchanges and reductions shared."""
+        la, k, nb, bs = self.la, self.la.k, self._nb, self.bs
+        n, m, ks = self.n_owned, self.n_owned * self.bs, range(self.nsys)
+        r, v, x, tv, rhat = self.r, self.v, self.X, self.tv, self.rhat
+        part, minv, ctl = nb(self.partial), nb(self.minv), self._ctl_nb
+        for i in ks:
+            la.launch(k.bi_update_p, n, nb(r[i]), nb(self.p[i]), nb(v[i]), minv, bs,
+                      nb(self._owned(self.phat, i)), ctl[i])
         yield from self._exchange(self.phat)
-        la.spmv(self.a, nb(self.phat.reshape(-1)), nb(self.v), ctl=ctl)
-        yield from self._reduce(K.OP_BI_ALPHA, (self.rhat, self.v))
-        la.launch(k.bi_update_s, n, nb(self.r), nb(self.v), nb(self.x), nb(phat),
-                  nb(self.minv), bs, nb(shat), part, -1, ctl, la.ticket)
+        for i in ks:
+            la.spmv(self.a, nb(self.phat[i].reshape(-1)), nb(v[i]), ctl=ctl[i])
+        yield from self._reduce(K.OP_BI_ALPHA, lambda i: ((rhat[i], v[i]),))
+        for i in ks:
+            la.launch(k.bi_update_s, n, nb(r[i]), nb(v[i]), nb(x[i]),
+                      nb(self._owned(self.phat, i)), minv, bs, nb(self._owned(self.shat, i)),
+                      part, -1, ctl[i], la.ticket)
         if not self.merged:                                              # (the A/B)
-            yield from self._reduce(K.OP_BI_S, (self.r, self.r))        # s·s (s is in r)
+            yield from self._reduce(K.OP_BI_S, lambda i: ((r[i], r[i]),))   # s·s (s in r)
         yield from self._exchange(self.shat)
-        la.spmv(self.a, nb(self.shat.reshape(-1)), nb(self.tv), ctl=ctl)
+        for i in ks:
+            la.spmv(self.a, nb(self.shat[i].reshape(-1)), nb(tv[i]), ctl=ctl[i])
         if self.merged:
             # s·s with t·s and t·t in ONE reduction: the half-step check (OP_BI_S) applied
             # before ω (OP_BI_OMEGA, a no-op once it has stopped the solve) — the iterates of
             # checking s before t = A ŝ, one global reduction fewer per iteration
-            yield from self._reduce(K.OP_BI_S, (self.r, self.r), (self.tv, self.r),
-                                    (self.tv, self.tv), then=K.OP_BI_OMEGA)
+            yield from self._reduce(K.OP_BI_S, lambda i: ((r[i], r[i]), (tv[i], r[i]),
+                                                          (tv[i], tv[i])),
+                                    then=K.OP_BI_OMEGA)
         else:
-            yield from self._reduce(K.OP_BI_OMEGA, (self.tv, self.r), (self.tv, self.tv))
-        la.launch(k.update_xr, m, nb(self.x), nb(self.r), nb(shat), nb(self.tv), K.OMEGA,
-                  nb(self.rhat), 1, part, -1, ctl, la.ticket)
-        yield from self._reduce(K.OP_BI_R, (self.r, self.r), (self.rhat, self.r))
+            yield from self._reduce(K.OP_BI_OMEGA, lambda i: ((tv[i], r[i]), (tv[i], tv[i])))
+        for i in ks:
+            la.launch(k.update_xr, m, nb(x[i]), nb(r[i]), nb(self._owned(self.shat, i)),
+                      nb(tv[i]), K.OMEGA, nb(rhat[i]), 1, part, -1, ctl[i], la.ticket)
+        yield from self._reduce(K.OP_BI_R, lambda i: ((r[i], r[i]), (rhat[i], r[i])))
 
-    def steps(self, rhs):
+    def _read(self):
+        """Every system's control array on the host (one device→host copy), kept in
+        :attr:`counts` / ``_last``; returns them combined as one control array: running
+        while any system runs, converged when all have, else the first failure's verdict;
+        ITS the largest count (what a replay's budget must cover)."""
+        host = np.asarray(self.b.to_host(self.ctls)).reshape(self.nsys, K.NCTL)
+        self._last = host
+        self.counts = [int(h[K.ITS]) for h in host]
+        out = host[0].copy()
+        done = host[:, K.DONE]
+        if (done == K.RUNNING).any():
+            out[K.DONE] = K.RUNNING
+        else:
+            bad = np.flatnonzero(done != K.CONVERGED)
+            out[K.DONE] = done[bad[0]] if bad.size else K.CONVERGED
+        out[K.ITS] = host[:, K.ITS].max()
+        return out
+
+    def _accumulate(self, stats, slot: int) -> None:
+        """Add each system's iterations (and shortfall) to ``stats[slot]`` (``slot + 1``)."""
+        for ctl in self._ctl_nb:
+            self.b.launch(self.la.k.accumulate, (1, 1), ctl, self.b.nb(stats), int(slot))
+
+    def steps(self, rhs, names=None):
         """The solve of A x = rhs (A: :attr:`values`) as a generator that yields after every
         post of a message; the solution is :attr:`x`, the count :attr:`iterations`.
 
-        rhs : (n_owned·bs,) float64 backend array (this rank's owned entries, flat)
+        rhs : (n_owned·bs,) float64 backend array (this rank's owned entries, flat), or
+            (k, n_owned·bs) / a sequence of k of them: k systems with this matrix solved
+            together (their kernels one after another, one halo exchange and one reduction
+            for all; :attr:`x` then (k, n_owned·bs), :attr:`counts` each system's iterations,
+            :attr:`iterations` the largest). Each system's iterates are the bits of its own
+            solve: the systems share no arithmetic.
+        names : the k systems' names in error messages (None: :attr:`name`)
 
         Raises
         ------
         ValueError for a right-hand side of the wrong size; SolverDivergedError (the same on
-        every rank) when the solve stops unconverged or breaks down.
+        every rank) naming the first system that stops unconverged or breaks down.
         """
-        if tuple(rhs.shape) != (self.n_owned * self.bs,):
-            raise ValueError(f"GPU-rank BiCGStab ({self.name}): right-hand side of shape "
-                             f"{tuple(rhs.shape)}, expected ({self.n_owned * self.bs},)")
+        m = self.n_owned * self.bs
+        many = not (hasattr(rhs, "shape") and len(rhs.shape) == 1)
+        rows = list(rhs) if many else [rhs]
+        for row in rows:
+            if tuple(row.shape) != (m,):
+                raise ValueError(f"GPU-rank BiCGStab ({self.name}): right-hand side of shape "
+                                 f"{tuple(row.shape)}, expected ({m},)")
+        if len(rows) != self.nsys:
+            self._allocate(len(rows))
+        self.x, self.rhs = (self.X, self.RHS) if many else self._one
         if rhs is not self.rhs:
-            self.rhs[...] = rhs
-        host = yield from self._solve_steps()
-        its = self.iterations
-        if host[K.DONE] != K.CONVERGED:
-            why = {K.LIMIT: "iteration limit reached", K.BREAKDOWN: "breakdown or non-finite "
-                   "residual"}.get(float(host[K.DONE]), "not finished")
-            raise SolverDivergedError(
-                f"{self.name} solve (GPU-rank BiCGStab, {self.reduction} dots) did not "
-                f"converge: {why} after {its} iterations (max {self.maxiter})")
+            for i, row in enumerate(rows):
+                self.RHS[i][...] = row
+        names = list(names) if names is not None else [self.name] * self.nsys
+        yield from self._solve_steps()
+        for i, h in enumerate(self._last):
+            if h[K.DONE] != K.CONVERGED:
+                why = {K.LIMIT: "iteration limit reached", K.BREAKDOWN: "breakdown or "
+                       "non-finite residual"}.get(float(h[K.DONE]), "not finished")
+                raise SolverDivergedError(
+                    f"{names[i]} solve (GPU-rank BiCGStab, {self.reduction} dots) did not "
+                    f"converge: {why} after {int(h[K.ITS])} iterations (max {self.maxiter})")
 
-    def solve(self, rhs):
-        """Solve A x = rhs on this rank (every rank calls it); returns (x, iterations): x the
-        solver's own (n_owned·bs,) array, overwritten by the next solve."""
-        for _ in self.steps(rhs):
+    def solve(self, rhs, names=None):
+        """Solve A x = rhs on this rank (every rank calls it; rhs as :meth:`steps`'); returns
+        (x, iterations): x the solver's own array ((n_owned·bs,), or (k, n_owned·bs) for k
+        systems), overwritten by the next solve; iterations the largest count."""
+        for _ in self.steps(rhs, names):
             pass
         return self.x, self.iterations

@@ -84,6 +84,11 @@ class ReplayedSolve:
             raise RuntimeError(f"{getattr(self, 'name', 'GPU-rank')} solve issued inline "
                                "before it learnt an iteration budget")
         drain(self._budgeted(self.budget))
+        self._accumulate(stats, slot)
+
+    def _accumulate(self, stats, slot: int) -> None:
+        """One kernel adds the solve's iterations to ``stats[slot]`` and 1 to ``stats[slot +
+        1]`` unless it converged (a solver of several systems adds each one's)."""
         self.b.launch(self.la.k.accumulate, (1, 1), self.b.nb(self.ctl), self.b.nb(stats),
                       int(slot))
 

@@ -110,6 +110,18 @@ class HaloPlan:
         return (sum(int(v.size) for v in self.send.values()),
                 sum(int(v.size) for v in self.recv.values()))
 
+    def stacked(self, k: int) -> "HaloPlan":
+        """The plan of k local vectors stored one after another (one (k·n_local,) array):
+        each message carries the k vectors' values, vector by vector (the same order on the
+        sending and the receiving rank). k = 1 returns this plan."""
+        if k == 1:
+            return self
+        nl = self.n_local
+
+        def stack(idx):
+            return {q: np.concatenate([v + j * nl for j in range(k)]) for q, v in idx.items()}
+        return HaloPlan(self.depth, k * nl, self.neighbours, stack(self.send), stack(self.recv))
+
 
 @dataclass(frozen=True)
 class RankPartition:

@@ -226,3 +226,63 @@ def test_s_check_reduced_with_omega_gives_the_bits_of_its_own_reduction(backend,
     assert issued == int(issued) and issued >= out[True][1][0]
     assert len(calls[False]) - 1 == 4 * issued
     assert calls[True].count(3) == issued            # s·s, t·s, t·t in one reduction
+
+
+@pytest.mark.parametrize("k", (1, 2))
+def test_two_systems_solved_together_give_each_solves_own_bits(backend, tiny_systems, k):
+    """θ′ and q_v share the tracer matrix: two right-hand sides solved together (their
+    kernels one after another, one halo exchange and one reduction for both) give each
+    system's solution and iteration count of its own solve bit for bit on K ranks, with the
+    reductions and exchanges of ONE solve of the larger count (the same number of posts), and
+    a later solve replays one budget learnt from the larger count with the same bits."""
+    s = tiny_systems
+    n = s["nnodes"]
+    a, _, b, _ = _system(s, "tracer")
+    b2 = a @ np.ones(n)                       # another solution, another iteration count
+    alone = []
+    for rhs in (b, b2):
+        solvers, _, rps = _solvers(backend, s, "tracer", k)
+        owned = [rhs[rp.owned].copy() for rp in rps]
+        out = solve_lockstep(solvers, owned)
+        alone.append((_gathered(backend, s, rps, out, 1), out[0][1]))
+    assert alone[0][1] != alone[1][1] and min(alone[0][1], alone[1][1]) >= 2
+
+    solvers, _, rps = _solvers(backend, s, "tracer", k)
+    posts = []
+    red, halo_post = solvers[0].red, solvers[0].t.post
+    both = [np.stack([b[rp.owned], b2[rp.owned]]) for rp in rps]
+    for rnd in range(2):
+        out = solve_lockstep(solvers, both)
+        if rnd == 0:        # counted after the first solve allocated the two systems' work
+            red, trans = solvers[0].red, solvers[0].t
+            posted, sent = [], []
+            post, tpost = red.post_dots, trans.post
+            red.post_dots = lambda *pairs, post=post: posted.append(len(pairs)) or post(*pairs)
+            trans.post = lambda *msg, tpost=tpost: sent.append(1) or tpost(*msg)
+        x = np.full((2, n), np.nan)
+        for rp, sol in zip(rps, solvers):
+            x[:, rp.owned] = np.asarray(backend.to_host(sol.x))
+        for j in range(2):
+            assert np.array_equal(x[j], alone[j][0]), (rnd, j)
+        assert all(sol.counts == [alone[0][1], alone[1][1]] for sol in solvers)
+        assert all(sol.iterations == max(alone[0][1], alone[1][1]) for sol in solvers)
+    assert all(sol.replayed for sol in solvers)
+    its = max(alone[0][1], alone[1][1])
+    assert solvers[0].budget == int(np.ceil(1.2 * its)) + 2
+    # the replay: the start's reduction and three per budgeted iteration (r̂·v; s·s, t·s,
+    # t·t; r·r, r̂·r), each carrying both systems' dots; p̂ and ŝ: one exchange each
+    assert posted == [2] + [2, 6, 4] * solvers[0].budget
+    assert len(sent) == 2 * solvers[0].budget
+
+
+def test_a_system_that_fails_together_is_named(backend, tiny_systems):
+    s = tiny_systems
+    a, _, b, _ = _system(s, "tracer")
+    solvers, _, rps = _solvers(backend, s, "tracer", 2, maxiter=3)
+    both = [np.stack([0.0 * b[rp.owned], b[rp.owned]]) for rp in rps]
+    gens = [sol.steps(rhs, names=("tracer theta_prime", "tracer q_v"))
+            for sol, rhs in zip(solvers, both)]
+    with pytest.raises(SolverDivergedError, match="tracer q_v solve .*iteration limit"):
+        for _ in range(10_000):
+            for g in gens:
+                next(g)
