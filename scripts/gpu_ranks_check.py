@@ -4,7 +4,7 @@
         [--reduction auto|exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
         [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
         [--mesh-one NX NY NZ] [--weak NX NY NZ] [--factorisation distributed|replicated]
-        [--ab-graphs] [--ab-reductions] [--serial exact,auto] [--json out.json]
+        [--ab-graphs] [--ab-reductions] [--ab-tracers] [--serial exact,auto] [--json out.json]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -31,7 +31,10 @@ their budgets), one more warm-up and as many steps with the iterations issued fr
 (``stepper.graphs.enabled = False``, the solves replaying their own graphs), in the same
 processes: the step time and stage timers of both. ``--ab-reductions``: then two more steps
 and as many timed ones, captured again, with the rank BiCGStab's s·s reduced on its own (four
-reductions per iteration against the default three; the same iterates). ``--serial R[,R]``:
+reductions per iteration against the default three; the same iterates). ``--ab-tracers``:
+then two more steps and as many timed ones with θ′ and q_v each solved on its own (the
+default solves them together, one solve of two right-hand sides; the same bits): the step
+time, tracer iterations and stage timers of both. ``--serial R[,R]``:
 then, for each ``backend.reduction`` R, the serial run on one GPU without MPI
 (:class:`~dycore.timestepping.simulation.Simulation` in a plain ``python3`` process, the
 1-rank mesh, the same warm-up and timed steps; ``exact`` solves with the GPU ranks' solvers
@@ -137,6 +140,9 @@ def worker(args) -> None:
         halo_s = (None if s0 is None
                   else comm.allreduce(t.seconds - s0, op=MPI.SUM) / comm.size / n)
         progress(f"{args.steps} timed steps")
+        # the fields after the warm-up and timed steps, before any A/B's further steps (what
+        # the other runs are compared by)
+        fields = sim.gather_fields()
         captured = sim.stepper.graphs.captured
         timers = sim.timers.as_dict()
         plain, plain_timers, plain_halo = [], {}, None
@@ -166,7 +172,21 @@ def worker(args) -> None:
                 t1 = time.perf_counter()
                 sim.step()
                 four.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
-        fields = sim.gather_fields()
+        apart, apart_its, apart_timers = [], [], {}
+        if args.ab_tracers and args.steps:    # θ′ and q_v each solved on its own (B of A/B)
+            sim.stepper.tracers_together = False
+            sim.stepper.graphs.clear()
+            for _ in range(2):                  # checked (budgets learnt), then captured
+                sim.step()
+            sim.timers.reset()
+            for _ in range(args.steps):
+                comm.Barrier()
+                t1 = time.perf_counter()
+                diag = sim.step()
+                apart.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
+                apart_its.append(diag["solver_iterations_tracer"])
+            apart_timers = sim.timers.as_dict()
+            sim.stepper.tracers_together = True
         peak = comm.gather(_peak_host_mb(), root=0)
         if comm.rank == 0:
             np.savez(args.out + ".npz", **fields)
@@ -184,6 +204,8 @@ def worker(args) -> None:
                 "setup_seconds_rank0": getattr(sim, "setup_seconds", {}),
                 "setup_seconds_ranks": setup_ranks,
                 "step_s_four_reductions": four,
+                "step_s_tracers_apart": apart, "tracer_iterations_apart": apart_its,
+                "timers_rank0_tracers_apart": apart_timers,
                 "step_s_uncaptured": plain, "halo_bytes_per_step_uncaptured": plain_halo,
                 "timers_rank0_uncaptured": plain_timers},
                 default=float))
@@ -257,6 +279,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd.append("--ab-graphs")
     if args.ab_reductions:
         cmd.append("--ab-reductions")
+    if args.ab_tracers:
+        cmd.append("--ab-tracers")
     if args.global_amg:
         cmd.append("--global-amg")
     if args.deterministic:
@@ -329,6 +353,10 @@ def _summary(res: dict) -> dict:
             "step_ms_median_four_reductions": (
                 round(1e3 * float(np.median(res["step_s_four_reductions"])), 3)
                 if res["step_s_four_reductions"] else None),
+            "step_ms_median_tracers_apart": (
+                round(1e3 * float(np.median(res["step_s_tracers_apart"])), 3)
+                if res.get("step_s_tracers_apart") else None),
+            "tracer_iterations_apart": res.get("tracer_iterations_apart"),
             "step_ms_median_uncaptured": (round(1e3 * float(np.median(res["step_s_uncaptured"])),
                                                 3) if res["step_s_uncaptured"] else None),
             "iterations_last_step": res["iterations"][-1] if res["iterations"] else None}
@@ -371,6 +399,10 @@ def main(argv=None) -> int:
                         "reduced on its own: four reductions per iteration against three "
                         "(2026-11-28: hangs over NCCL on separate GPUs after the timed "
                         "steps, not yet found; pass --timeout)")
+    p.add_argument("--ab-tracers", action="store_true",
+                   help="then two more steps and as many timed ones (captured again) with "
+                        "θ′ and q_v each solved on its own instead of in one solve of two "
+                        "right-hand sides (the same bits)")
     p.add_argument("--serial", help="comma list of backend.reduction values (exact, auto): "
                    "the serial run on one GPU without MPI, each, against the rank runs")
     p.add_argument("--json")
@@ -463,10 +495,12 @@ def main(argv=None) -> int:
     for k in sorted(runs or {}, key=str, reverse=True):
         print(f"\nstage timers of rank 0, {k} rank(s) (the timed steps; "
               "CUDA events on a GPU):")
-        for tag in ("", "_uncaptured"):
-            if tag and runs[k]["timers_rank0" + tag]:
-                print("  -- the same, Picard iterations not captured (--ab-graphs):")
-            for name, t in runs[k]["timers_rank0" + tag].items():
+        for tag, what in (("", ""), ("_uncaptured", "Picard iterations not captured "
+                                                    "(--ab-graphs)"),
+                          ("_tracers_apart", "θ′ and q_v solved apart (--ab-tracers)")):
+            if tag and runs[k].get("timers_rank0" + tag):
+                print(f"  -- the same, {what}:")
+            for name, t in runs[k].get("timers_rank0" + tag, {}).items():
                 print(f"  {name:40s} {t.get('calls', 0):6d} calls  "
                       f"{t.get('mean_ms', 0.0):10.3f} ms/call  {t.get('total_ms', 0.0):12.1f} ms")
     return 1 if bad else 0

@@ -337,6 +337,46 @@ class DeviceDistributedSystems:
         systems' own array, overwritten by the next tracer solve)."""
         return self._bicgstab("tracer", values, rhs, 1)
 
+    def tracers(self, values, rhs_list, names=None):
+        """Solve the tracer system for k right-hand sides together (θ′ and the moisture
+        tracers sharing its matrix: :meth:`DeviceRankBiCGStab.steps` of k systems — one halo
+        exchange and one reduction for all at each point, each system its own solve's bits;
+        the k solutions' ghosts filled by one exchange).
+
+        values : (local nnz,) the matrix; rhs_list : k (n_local,) arrays; names : the k
+        tracers' names (error messages)
+
+        Returns
+        -------
+        list of k (n_local,) arrays, the systems' own, overwritten by the next such solve.
+
+        Raises
+        ------
+        SolverDivergedError naming the tracer whose solve failed; RuntimeError for a solve of
+        another number of systems issued inline (its budget was learnt for k).
+        """
+        s, k, n = self.solvers["tracer"], len(rhs_list), self.n_owned
+        s.load(values, self.perm)
+        owned = [r.reshape(-1)[:n] for r in rhs_list]
+        if self.inline:
+            if s.nsys != k:
+                raise RuntimeError(f"tracer solve of {k} systems issued inline; its budget "
+                                   f"was learnt for {s.nsys}")
+            for i, o in enumerate(owned):
+                s.RHS[i][...] = o
+            s.issue_inline(self.stats, 2 * SLOTS.index("tracer"))
+        else:
+            s.solve(owned, [f"tracer {m}" for m in names] if names else None)
+            self._its["tracer"] += sum(s.counts)
+        key = ("tracers", k)
+        if key not in self.out:
+            self.out[key] = self.b.zeros((k, self.n_local))
+            self.fill[key] = DeviceHaloExchange(self.b, self.t, self.rp.plan(2).stacked(k), 1)
+        out = self.out[key]
+        out[:, :n] = s.X
+        self.fill[key].update(out.reshape(-1))
+        return [out[i] for i in range(k)]
+
     def momentum(self, values, rhs, x0=None):
         """Solve big_m δu = rhs; values (local nnz,3,3), rhs (n_local,3) -> δu (n_local,3)."""
         return self._bicgstab("momentum", values, rhs, 3)

@@ -8,7 +8,9 @@ For each of ``nonlinear_iterations`` (stopping early when the iterate change < t
                             (θ' with source −w dθ̄/dz, w θ-weighted; q_v, q_c, q_r; a q zero
                             everywhere with a zero reference stays zero and is skipped; the
                             q's feed nothing in this iteration, so on a GPU they run on a
-                            second stream beside stage 4, joined before stage 5)
+                            second stream beside stage 4, joined before stage 5; on GPU ranks,
+                            where one stream carries every message, the q's sharing θ′'s
+                            matrix are solved in θ′'s solve instead)
 4. momentum predictor       big_m δu = −L uⁿ + ∫N b ẑ + ∫N σ u_ref + Cᵀp;  u* = uⁿ + Δt δu
                             (b = g θ'/θ̄(z) θ-weighted between θ'ⁿ and the new θ'; with the
                             strong no-normal-flow condition the system is rotated to node-normal
@@ -79,6 +81,7 @@ class PicardStepper:
         self.skip_inactive_tracers = True
         self._inactive = None            # frozenset of skipped tracers, decided at the next step
         self._solved_before = None       # the tracers solved by the steps so far (None: none yet)
+        self._grouping = None            # (tracers_together, the tracers solved) of the last step
         #: where the moisture tracers are issued: beside the momentum predictor on a second
         #: stream on a GPU (:mod:`dycore.backend.streams`; the same bits), in order elsewhere
         #: and with systems that solve every system in one workspace on the backend's stream
@@ -86,6 +89,11 @@ class PicardStepper:
         #: ``InlineBranch`` to issue them on the main stream
         self.branch = (InlineBranch() if getattr(systems, "one_stream", False)
                        else backend.branch())
+        #: with systems that solve several right-hand sides of one matrix together
+        #: (``systems.tracers``: the GPU ranks), θ′ and the moisture tracers sharing its
+        #: matrix are solved in one solve (the same bits; an A/B switch: False solves each
+        #: on its own; the step after a switch runs uncaptured and learns the budgets anew)
+        self.tracers_together = True
         #: the end-of-step work (scalars, commit copies) as graphs, by the arrays they join
         self._graphs = {}
         self.pin = backend.to_device(np.array([ops.pin], dtype=np.int64))
@@ -114,11 +122,20 @@ class PicardStepper:
 
     def _new_solves(self) -> bool:
         """Whether this step solves a tracer no step solved before (a tracer that became
-        active): its solve must run once outside a captured iteration, to learn its budget."""
+        active), or — with systems that solve tracers together — groups the tracer solves
+        otherwise than the step before (:attr:`tracers_together` switched, or another set of
+        active tracers: another number of right-hand sides). Such a solve must run once
+        outside a captured iteration, to learn its budget; a regrouping also drops the
+        captured iterations (they replay the old grouping's work)."""
         solved = frozenset(TRACERS) - self._inactive
         new = self._solved_before is not None and bool(solved - self._solved_before)
         self._solved_before = solved | (self._solved_before or frozenset())
-        return new
+        grouping = (self.tracers_together, solved) if hasattr(self.sys, "tracers") else None
+        regroup = self._grouping is not None and grouping != self._grouping
+        self._grouping = grouping
+        if regroup:
+            self.graphs.clear()
+        return new or regroup
 
     def _decide_inactive(self, state) -> frozenset:
         """The tracers that stay exactly zero: field and reference q_ref zero at every node.
@@ -147,20 +164,43 @@ class PicardStepper:
         return inactive
 
     # -- stages ----------------------------------------------------------------------------
-    def advance_tracer(self, name, u_nl, c_old, src, c_ref, kdiag, matrix=None):
-        """Stage 3 for one tracer; returns (c_new, the Dirichlet-applied matrix values)."""
-        dt, theta = self.cfg.dt, self.cfg.theta
+    def tracer_system(self, name, u_nl, c_old, src, c_ref, kdiag, matrix=None):
+        """Stage 3's system for one tracer, Dirichlet rows applied: (matrix values, rhs) —
+        ``matrix`` when given (the right-hand side only is assembled), else assembled."""
         values, rhs = self.asm.tracer(name, u_nl, c_old, src, self.c.sigma, c_ref, kdiag,
-                                      dt * theta, want_matrix=matrix is None)
+                                      self.cfg.dt * self.cfg.theta, want_matrix=matrix is None)
         with self.timers("boundary conditions"):
             self.vops.dirichlet(values, rhs, 1, self.ops)
-        if matrix is None:
-            matrix = values
+        return (values if matrix is None else matrix), rhs
+
+    def _tracer_update(self, name, c_old, dc):
+        """cⁿ + Δt δc into the tracer's work array; returns it."""
+        c_new = self._work(f"new {name}", c_old.shape)
+        self.vops.axpby(c_new, 1.0, c_old, self.cfg.dt, dc)
+        return c_new
+
+    def advance_tracer(self, name, u_nl, c_old, src, c_ref, kdiag, matrix=None):
+        """Stage 3 for one tracer; returns (c_new, the Dirichlet-applied matrix values)."""
+        matrix, rhs = self.tracer_system(name, u_nl, c_old, src, c_ref, kdiag, matrix)
         with self.timers(f"solve tracer {name}"):
             dc = self.sys.tracer(matrix, rhs)
-        c_new = self._work(f"new {name}", c_old.shape)
-        self.vops.axpby(c_new, 1.0, c_old, dt, dc)              # cⁿ + Δt δc
-        return c_new, matrix
+        return self._tracer_update(name, c_old, dc), matrix
+
+    def advance_tracers_together(self, u_nl, tp_old, src, q_old):
+        """Stage 3 for θ′ and every active moisture tracer in ONE solve of their shared
+        matrix (systems with ``tracers``: the GPU ranks, whose solve of k right-hand sides
+        sends one solve's messages; each tracer gets the bits of its own solve). Returns the
+        new θ′."""
+        c = self.c
+        names = ["theta_prime"] + [n for n in TRACERS if n not in self._inactive]
+        olds = {"theta_prime": tp_old, **q_old}
+        mat, rhss = self.tracer_system("theta_prime", u_nl, tp_old, src, c.zeros, c.kappa)
+        rhss = [rhss] + [self.tracer_system(n, u_nl, q_old[n], c.zeros, c.q_ref[n],
+                                            c.kappa_q, mat)[1] for n in names[1:]]
+        with self.timers("solve tracers"):
+            dcs = self.sys.tracers(mat, rhss, names)
+        new = [self._tracer_update(n, olds[n], dc) for n, dc in zip(names, dcs)]
+        return new[0]
 
     def momentum_predictor(self, u_nl, u_old, tp_theta, p):
         """Stage 4: returns u*."""
@@ -292,15 +332,19 @@ class PicardStepper:
         with self.timers("advecting velocity"):
             v.axpby(u_nl, relax, u_it, 1.0 - relax, u_old)
             v.advection_source(src, u_it, u_old, theta, c.dtheta_bar_dz)
-        tp_new, mat = self.advance_tracer("theta_prime", u_nl, tp_old, src, c.zeros, c.kappa)
+        if share and self.tracers_together and hasattr(self.sys, "tracers"):
+            tp_new = self.advance_tracers_together(u_nl, tp_old, src, q_old)
+        else:
+            tp_new, mat = self.advance_tracer("theta_prime", u_nl, tp_old, src, c.zeros,
+                                              c.kappa)
 
-        def moisture():                 # reads u_nl, qⁿ and θ′'s matrix; nothing reads its
-            qmat = mat if share else None   # results before the next iteration
-            for name in TRACERS:
-                if name not in self._inactive:
-                    _, qmat = self.advance_tracer(name, u_nl, q_old[name], c.zeros,
-                                                  c.q_ref[name], c.kappa_q, qmat)
-        self.branch.issue(moisture)     # beside the momentum predictor (a second stream)
+            def moisture():             # reads u_nl, qⁿ and θ′'s matrix; nothing reads its
+                qmat = mat if share else None   # results before the next iteration
+                for name in TRACERS:
+                    if name not in self._inactive:
+                        _, qmat = self.advance_tracer(name, u_nl, q_old[name], c.zeros,
+                                                      c.q_ref[name], c.kappa_q, qmat)
+            self.branch.issue(moisture)     # beside the momentum predictor (a second stream)
         v.axpby(tp_theta, theta, tp_new, 1.0 - theta, tp_old)
         u_star = self.momentum_predictor(u_nl, u_old, tp_theta, p)
         self.branch.join()              # before the pressure solve (a graph split point)

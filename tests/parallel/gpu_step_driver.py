@@ -12,7 +12,10 @@ solve checked), ``short`` (after step 1 every iterative solve's budget is cut to
 the captured solves of step 2 fall short, the step is repeated with every solve checked),
 ``amg`` (the pressure preconditioner ``amg``: rank-local V-cycles, their hierarchies kept in
 the set-up cache that ``DYCORE_CACHE_DIR`` names), ``global_amg`` (``amg`` as the V-cycle of
-one hierarchy of the whole matrix: ``GpuRankSimulation(global_amg=True)``)."""
+one hierarchy of the whole matrix: ``GpuRankSimulation(global_amg=True)``), ``apart`` (θ′ and
+q_v solved each on its own instead of together: ``stepper.tracers_together = False``),
+``switch`` (together, then apart from step 3: the A/B switch in a run whose iterations were
+captured)."""
 import sys
 
 import numpy as np
@@ -55,6 +58,7 @@ def main(dst, steps, backend, mode="graphs"):
             from dycore.parallel.gpu_simulation import GpuRankSimulation
             sim = GpuRankSimulation(cfg, comm,       # the simulator's launch shapes
                                     global_amg=mode == "global_amg")
+            sim.stepper.tracers_together = mode != "apart"
 
             def after(k, out):
                 if comm.rank == 0:
@@ -62,8 +66,11 @@ def main(dst, steps, backend, mode="graphs"):
                     pcg = sim.systems.pcg
                     out["pressure_precond"] = "" if pcg is None else pcg.precond
                     out["setup_phases"] = list(sim.setup_seconds)    # rank 0's set-up split
+                    out["stages"] = list(sim.timers.as_dict())
                 if k == 1 and mode == "short":
                     cut_budgets(sim)
+                if k == 2 and mode == "switch":
+                    sim.stepper.tracers_together = False
         else:
             from dycore.parallel.simulation import DistributedSimulation
             sim = DistributedSimulation(cfg, comm)

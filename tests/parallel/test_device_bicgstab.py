@@ -248,8 +248,6 @@ def test_two_systems_solved_together_give_each_solves_own_bits(backend, tiny_sys
     assert alone[0][1] != alone[1][1] and min(alone[0][1], alone[1][1]) >= 2
 
     solvers, _, rps = _solvers(backend, s, "tracer", k)
-    posts = []
-    red, halo_post = solvers[0].red, solvers[0].t.post
     both = [np.stack([b[rp.owned], b2[rp.owned]]) for rp in rps]
     for rnd in range(2):
         out = solve_lockstep(solvers, both)

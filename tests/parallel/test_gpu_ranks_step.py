@@ -18,6 +18,8 @@ exact dot products, Jacobi CG for pressure, block-Jacobi / Jacobi BiCGStab.
   continues it bit for bit.
 - pressure ``amg`` as the V-cycle of one global hierarchy gives the same bits on 1 and 2 GPU
   ranks;
+- θ′ and q_v solved together (one solve of two right-hand sides) give the bits of solving
+  each on its own;
 - from the second step every Picard iteration is captured (one graph per rank, the solves'
   budgeted iterations inline, verified at the end of the step): the same bits as every step
   issued from Python with every solve checked (``backend.graphs: false``), and when the
@@ -39,7 +41,8 @@ def runs(tmp_path_factory):
     # third step (captured again after the repeated one)
     for backend, k, mode, steps in (("gpu", 1, "graphs", STEPS + 1), ("gpu", 2, "graphs", STEPS),
                                     ("gpu", 4, "graphs", STEPS), ("cpu", 2, "graphs", STEPS),
-                                    ("gpu", 1, "nographs", STEPS), ("gpu", 2, "short", STEPS + 1)):
+                                    ("gpu", 1, "nographs", STEPS), ("gpu", 2, "short", STEPS + 1),
+                                    ("gpu", 2, "apart", STEPS), ("gpu", 1, "switch", STEPS + 1)):
         dst = tmp_path_factory.mktemp(f"{backend}{k}{mode}") / "out.npz"
         proc = launch(k, str(HERE / "gpu_step_driver.py"), str(dst), str(steps), backend,
                       mode, timeout=900)
@@ -113,6 +116,30 @@ def test_two_and_four_gpu_ranks_give_the_bits_of_one(runs, k, step):
                  "max_abs_div_u"):
         assert np.array_equal(two[name][:step], one[name][:step]), name
     assert one["its_pressure"][step - 1] > 20 and one["its_momentum"][step - 1] >= 2
+
+
+def test_tracers_solved_together_give_the_bits_of_their_own_solves(runs):
+    """θ′ and q_v (one matrix) in one solve of two right-hand sides — one halo exchange and
+    one reduction for both at each point — give every field and iteration count of solving
+    each on its own, on 2 ranks, captured from the second step."""
+    together, apart = runs[("gpu", 2)], runs[("gpu", 2, "apart")]
+    assert "solve tracers" in together["stages"]
+    assert "solve tracer theta_prime" not in together["stages"]
+    assert {"solve tracer theta_prime", "solve tracer q_v"} <= set(apart["stages"])
+    assert "solve tracers" not in apart["stages"]
+    assert np.max(np.abs(together[f"q_v_{STEPS}"])) > 0       # q_v is solved, not skipped
+    assert list(apart["captured"]) == list(together["captured"]) == [0, 2]
+    _same_bits(together, apart, STEPS)
+
+
+def test_switching_the_tracer_grouping_mid_run_runs_one_step_uncaptured(runs):
+    """Solved together for two steps (the second captured), then apart: the third step is
+    issued uncaptured (its solves learn their budgets for one right-hand side) with the bits
+    of the run that stayed together."""
+    switch, graphs = runs[("gpu", 1, "switch")], runs[("gpu", 1)]
+    assert list(switch["captured"]) == [0, 2, 0]
+    assert {"solve tracer theta_prime", "solve tracers"} <= set(switch["stages"])
+    _same_bits(switch, graphs, STEPS + 1)
 
 
 def test_gpu_ranks_agree_with_the_cpu_ranks(runs):
