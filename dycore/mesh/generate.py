@@ -60,6 +60,7 @@ from itertools import permutations
 from typing import Callable
 
 import numpy as np
+from numba import njit, prange
 
 from dycore.dtypes import INDEX, REAL
 from dycore.errors import MeshError
@@ -513,6 +514,26 @@ def _mirrored_kuhn_local() -> np.ndarray:
     return corners
 
 
+@njit(parallel=True, cache=True)
+def _kuhn_tets(nx, ny, nz, plain, mirrored, ny_mirrored):
+    """(6·nx·ny·nz, 4) INDEX: the tets of every cell c = i + nx(j + ny k) in cell order, tet
+    t of cell c at row 6c + t — its base node i + (nx+1)(j + (ny+1)k) plus the offsets
+    ``plain[t]`` ((6, 4) int64 node-id offsets), or ``mirrored[t]`` in the rows j <
+    ``ny_mirrored``; one pass over the cells split between numba's threads."""
+    ncell = nx * ny * nz
+    tets = np.empty((6 * ncell, 4), INDEX)
+    for c in prange(ncell):
+        i = c % nx
+        j = (c // nx) % ny
+        k = c // (nx * ny)
+        base = i + (nx + 1) * (j + (ny + 1) * k)
+        offs = mirrored if j < ny_mirrored else plain
+        for t in range(6):
+            for a in range(4):
+                tets[6 * c + t, a] = base + offs[t, a]
+    return tets
+
+
 def generate_terrain_following(spec: GridSpec,
                                terrain: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Mesh:
     """Build the graded terrain-following tetrahedral mesh.
@@ -594,13 +615,10 @@ def generate_terrain_following(spec: GridSpec,
     def offsets(corners):                                        # (6, 4, 3) -> (6, 4) node ids
         return corners[..., 0] * sx + corners[..., 1] * sy + corners[..., 2] * sz
 
-    kk, jj, ii = np.indices((nz, ny, nx), dtype=np.int64)
-    base = (ii + (nx + 1) * (jj + (ny + 1) * kk)).ravel()        # cell c = i + nx*(j + ny*k)
-    offs = np.broadcast_to(offsets(_kuhn_local()[0]), (base.size, 6, 4))
-    if spec.mirrored:
-        offs = np.where((jj.ravel() < ny // 2)[:, None, None],
-                        offsets(_mirrored_kuhn_local())[None], offs)
-    tets = (base[:, None, None] + offs).reshape(-1, 4).astype(INDEX)
+    plain = offsets(_kuhn_local()[0])
+    tets = _kuhn_tets(nx, ny, nz, plain,
+                      offsets(_mirrored_kuhn_local()) if spec.mirrored else plain,
+                      ny // 2 if spec.mirrored else 0)
 
     # ---- boundary faces: (tag, axis, index of the boundary plane, cells along it). A tet of
     # such a cell owns a boundary face when the three nodes opposite one of its local nodes

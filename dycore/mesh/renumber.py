@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from numba import njit, prange
 from scipy.sparse.csgraph import reverse_cuthill_mckee as _scipy_rcm
 
 from dycore.mesh.graph import counting_order, element_map_and_pattern
@@ -31,13 +31,8 @@ def node_graph(mesh: Mesh) -> sp.csr_matrix:
         :func:`~dycore.mesh.graph.node_pattern` without its diagonal).
     """
     n = mesh.nnodes
-    _, _, indptr, indices = element_map_and_pattern(mesh.tets, n)
-    rows = np.repeat(np.arange(n), np.diff(indptr))
-    off = indices != rows
-    keep = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows[off], minlength=n), out=keep[1:])
-    g = sp.csr_matrix((np.ones(int(keep[-1]), dtype=np.int8), indices[off], keep),
-                      shape=(n, n))
+    _, _, indptr, indices = element_map_and_pattern(mesh.tets, n, diagonal=False)
+    g = sp.csr_matrix((np.ones(indices.size, dtype=np.int8), indices, indptr), shape=(n, n))
     g.has_sorted_indices = True
     return g
 
@@ -78,12 +73,13 @@ def reverse_cuthill_mckee(mesh: Mesh) -> Mesh:
 _INSERTION_MAX = 64
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def _sorted_keys(inv, tets):
-    """(nele, k) int64: each element's new node ids ``inv[tets[e]]``, ascending."""
+    """(nele, k) int64: each element's new node ids ``inv[tets[e]]``, ascending (elements
+    split between numba's threads)."""
     nele, k = tets.shape
     keys = np.empty((nele, k), np.int64)
-    for e in range(nele):
+    for e in prange(nele):
         for a in range(k):
             v = inv[tets[e, a]]
             b = a
@@ -103,17 +99,15 @@ def _after(keys, a, b):
     return False
 
 
-@njit(cache=True)
-def _element_order(keys, nnodes):
-    """(order, ptr, long): the elements by their smallest node (a stable counting sort), each
-    bucket of at most :data:`_INSERTION_MAX` sorted by the other keys (stable insertion);
-    ``long`` the smallest nodes of the longer buckets, left for the caller."""
-    ptr, order = counting_order(keys[:, 0].copy(), nnodes)
-    long = []
-    for t in range(nnodes):
+@njit(parallel=True, cache=True)
+def _element_order(keys, ptr, order, insertion_max):
+    """Sort each bucket ``order[ptr[t]:ptr[t+1]]`` of at most ``insertion_max`` elements (the
+    elements of smallest node t, ascending) by the other keys, in place (stable insertion;
+    the buckets are independent, split between numba's threads); the longer buckets are left
+    for the caller."""
+    for t in prange(ptr.size - 1):
         lo, hi = ptr[t], ptr[t + 1]
-        if hi - lo > _INSERTION_MAX:
-            long.append(t)
+        if hi - lo > insertion_max:
             continue
         for i in range(lo + 1, hi):
             e = order[i]
@@ -122,7 +116,6 @@ def _element_order(keys, nnodes):
                 order[j + 1] = order[j]
                 j -= 1
             order[j + 1] = e
-    return order, ptr, np.array(long, np.int64)
 
 
 def lexicographic_element_order(inv, tets) -> np.ndarray:
@@ -143,7 +136,9 @@ def lexicographic_element_order(inv, tets) -> np.ndarray:
     """
     inv = np.asarray(inv, np.int64)
     keys = _sorted_keys(inv, np.asarray(tets))
-    order, ptr, long = _element_order(keys, inv.size)
+    ptr, order = counting_order(keys[:, 0], inv.size)      # by the smallest node, stable
+    _element_order(keys, ptr, order, _INSERTION_MAX)
+    long = np.flatnonzero(np.diff(ptr) > _INSERTION_MAX)
     for t in long:                                   # np.lexsort is stable, as the rest
         sub = order[ptr[t]:ptr[t + 1]]
         k = keys[sub]

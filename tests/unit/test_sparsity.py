@@ -71,11 +71,16 @@ def test_build_sparsity_is_its_numpy_definition(name, tets, n):
 
 
 def test_counting_order_is_a_stable_argsort():
+    """On any number of target ranges (one per thread; targets beyond the last present)."""
+    from dycore.mesh.graph import _counting_order
     rng = np.random.default_rng(9)
     t = rng.integers(0, 17, 500)
     ptr, order = counting_order(t, 20)
     assert np.array_equal(order, np.argsort(t, kind="stable"))
     assert np.array_equal(np.diff(ptr), np.bincount(t, minlength=20))
+    for nchunk in (1, 2, 3, 7, 20):
+        got = _counting_order(t, 20, nchunk)
+        assert np.array_equal(got[0], ptr) and np.array_equal(got[1], order), nchunk
 
 
 def test_node_ids_outside_the_node_count_are_a_value_error():
@@ -93,8 +98,13 @@ def test_node_pattern_is_the_same_in_any_number_of_chunks(name, tets, n):
     from dycore.mesh.graph import _node_pattern
     t = np.ascontiguousarray(tets, dtype=np.int64)
     ptr, contrib = counting_order(t.ravel(), n)
-    want = _node_pattern(t, n, ptr, contrib, 1)
+    want = _node_pattern(t, n, ptr, contrib, 1, True)
     assert np.array_equal(want[1], numpy_sparsity(tets, n)["indices"])
-    for nchunk in (2, 3, 7, n):
-        got = _node_pattern(t, n, ptr, contrib, nchunk)
+    rows = np.repeat(np.arange(n), np.diff(want[0]))
+    off = want[1] != rows                        # the adjacency: the pattern less its diagonal
+    adj = (np.concatenate([[0], np.cumsum(np.bincount(rows[off], minlength=n))]), want[1][off])
+    for nchunk in (1, 2, 3, 7, n):
+        got = _node_pattern(t, n, ptr, contrib, nchunk, True)
         assert all(np.array_equal(a, b) for a, b in zip(got, want)), (name, nchunk)
+        got = _node_pattern(t, n, ptr, contrib, nchunk, False)
+        assert all(np.array_equal(a, b) for a, b in zip(got, adj)), (name, nchunk)
