@@ -263,7 +263,11 @@ class PicardStepper:
         """
         self._decide_inactive(state)
         captured = self.graphs.enabled
-        self.graphs.enabled = captured and not self._new_solves()
+        # a step is captured from its first iteration or not at all: when the solves are not
+        # ready as it starts (budgets dropped by an A/B switch), every iteration of it is
+        # issued from Python, even after its first iteration's solves have learnt budgets
+        self.graphs.enabled = (captured and not self._new_solves()
+                               and bool(getattr(self.sys, "graph_ready", False)))
         try:
             for attempt in range(2):
                 self.sys.begin_step()
