@@ -124,17 +124,24 @@ def worker(args) -> None:
         for j in range(args.warmup):
             sim.step()
             progress(f"warm-up step {j + 1}")
+
+        def timed():
+            """``args.steps`` steps, each timed from a barrier (the max over ranks): (seconds,
+            each step's solver iterations)."""
+            times, its = [], []
+            for _ in range(args.steps):
+                comm.Barrier()
+                t1 = time.perf_counter()
+                diag = sim.step()
+                times.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
+                its.append({k: diag[f"solver_iterations_{k}"]
+                            for k in ("pressure", "momentum", "tracer")})
+            return times, its
+
         sim.timers.reset()        # the stage timers cover the timed steps only
         t = sim.transport
         b0, s0 = t.bytes_sent, getattr(t, "seconds", None)
-        times, its = [], []
-        for _ in range(args.steps):
-            comm.Barrier()
-            t1 = time.perf_counter()
-            diag = sim.step()
-            times.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
-            its.append({k: diag[f"solver_iterations_{k}"]
-                        for k in ("pressure", "momentum", "tracer")})
+        times, its = timed()
         n = max(args.steps, 1)
         halo_bytes = comm.allreduce(t.bytes_sent - b0, op=MPI.SUM) / n
         halo_s = (None if s0 is None
@@ -151,11 +158,7 @@ def worker(args) -> None:
             sim.step()
             sim.timers.reset()
             b1 = t.bytes_sent
-            for _ in range(args.steps):
-                comm.Barrier()
-                t1 = time.perf_counter()
-                sim.step()
-                plain.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
+            plain = timed()[0]
             plain_timers = sim.timers.as_dict()
             # (a replayed graph's exchanges pass no Python: their bytes are counted here)
             plain_halo = comm.allreduce(t.bytes_sent - b1, op=MPI.SUM) / args.steps
@@ -167,24 +170,15 @@ def worker(args) -> None:
             sim.stepper.graphs.clear()
             for _ in range(2):                  # checked (budgets learnt), then captured
                 sim.step()
-            for _ in range(args.steps):
-                comm.Barrier()
-                t1 = time.perf_counter()
-                sim.step()
-                four.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
+            four = timed()[0]
         apart, apart_its, apart_timers = [], [], {}
         if args.ab_tracers and args.steps:    # θ′ and q_v each solved on its own (B of A/B)
-            sim.stepper.tracers_together = False
-            sim.stepper.graphs.clear()
+            sim.stepper.tracers_together = False   # (the next step runs uncaptured)
             for _ in range(2):                  # checked (budgets learnt), then captured
                 sim.step()
             sim.timers.reset()
-            for _ in range(args.steps):
-                comm.Barrier()
-                t1 = time.perf_counter()
-                diag = sim.step()
-                apart.append(comm.allreduce(time.perf_counter() - t1, op=MPI.MAX))
-                apart_its.append(diag["solver_iterations_tracer"])
+            apart, apart_its = timed()
+            apart_its = [i["tracer"] for i in apart_its]
             apart_timers = sim.timers.as_dict()
             sim.stepper.tracers_together = True
         peak = comm.gather(_peak_host_mb(), root=0)

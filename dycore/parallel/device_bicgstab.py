@@ -211,13 +211,10 @@ class DeviceRankBiCGStab(ReplayedSolve):
         b, z = self.b, self.b.zeros
         m, nl, la = self.n_owned * self.bs, self.n_local, self.la
         self.nsys = k = int(k)
-        self.ctls = b.to_device(np.tile(self._ctl0, (k, 1)))
-        self.ctl = self.ctls[0]                       # (the first system's, as k = 1)
+        self.ctls = b.to_device(np.tile(self._ctl0, (k, 1)))   # (read by _read, _accumulate)
         self._ctl_nb = [la.nb(self.ctls[i]) for i in range(k)]
-        self._ctl = self._ctl_nb[0]
         self.X, self.RHS = z((k, m)), z((k, m))
-        self._one = (self.X[0], self.RHS[0])           # (one system given as a vector)
-        self.x, self.rhs = self._one if k == 1 else (self.X, self.RHS)
+        self.x, self.rhs = (self.X[0], self.RHS[0]) if k == 1 else (self.X, self.RHS)
         self.r, self.rhat, self.p, self.v, self.tv = (z((k, m)) for _ in range(5))
         lshape = (k, nl) if self.bs == 1 else (k, nl, 3)
         self.phat, self.shat = z(lshape), z(lshape)    # local vectors: ghosts filled
@@ -374,8 +371,8 @@ class DeviceRankBiCGStab(ReplayedSolve):
         rhs : (n_owned·bs,) float64 backend array (this rank's owned entries, flat), or
             (k, n_owned·bs) / a sequence of k of them: k systems with this matrix solved
             together (their kernels one after another, one halo exchange and one reduction
-            for all; :attr:`x` then (k, n_owned·bs), :attr:`counts` each system's iterations,
-            :attr:`iterations` the largest). Each system's iterates are the bits of its own
+            for all; :attr:`x` then (k, n_owned·bs) for k > 1, :attr:`counts` each system's
+            iterations, :attr:`iterations` the largest). Each system's iterates are the bits of its own
             solve: the systems share no arithmetic.
         names : the k systems' names in error messages (None: :attr:`name`)
 
@@ -393,7 +390,6 @@ class DeviceRankBiCGStab(ReplayedSolve):
                                  f"{tuple(row.shape)}, expected ({m},)")
         if len(rows) != self.nsys:
             self._allocate(len(rows))
-        self.x, self.rhs = (self.X, self.RHS) if many else self._one
         if rhs is not self.rhs:
             for i, row in enumerate(rows):
                 self.RHS[i][...] = row

@@ -207,8 +207,7 @@ class DeviceDistributedSystems:
         if self.pcg is not None:
             self.setup_seconds.update({f"pressure: {k}": v
                                        for k, v in self.pcg.setup_seconds.items()})
-        self.out = {1: backend.zeros(self.n_local), 3: backend.zeros((self.n_local, 3)),
-                    "p": backend.zeros(self.n_local)}
+        self.out = {3: backend.zeros((self.n_local, 3)), "p": backend.zeros(self.n_local)}
         self.fill = {1: DeviceHaloExchange(backend, transport, plan2, 1),
                      3: DeviceHaloExchange(backend, transport, plan2, 3)}
         self._its = dict.fromkeys(SLOTS, 0)
@@ -326,16 +325,11 @@ class DeviceDistributedSystems:
         self.fill[block].update(out)
         return out
 
-    def _bicgstab(self, name, values, rhs, block):
-        s = self.solvers[name]
-        s.load(values, self.perm)
-        owned = rhs.reshape(-1)[:self.n_owned * block]
-        return self._local(self._issue(name, s, owned), block, block)
 
     def tracer(self, values, rhs, x0=None):
         """Solve the tracer system; values (local nnz,), rhs (n_local,) -> x (n_local,) (the
-        systems' own array, overwritten by the next tracer solve)."""
-        return self._bicgstab("tracer", values, rhs, 1)
+        systems' own array, overwritten by the next tracer solve): :meth:`tracers` of one."""
+        return self.tracers(values, [rhs])[0]
 
     def tracers(self, values, rhs_list, names=None):
         """Solve the tracer system for k right-hand sides together (θ′ and the moisture
@@ -379,7 +373,10 @@ class DeviceDistributedSystems:
 
     def momentum(self, values, rhs, x0=None):
         """Solve big_m δu = rhs; values (local nnz,3,3), rhs (n_local,3) -> δu (n_local,3)."""
-        return self._bicgstab("momentum", values, rhs, 3)
+        s = self.solvers["momentum"]
+        s.load(values, self.perm)
+        return self._local(self._issue("momentum", s, rhs.reshape(-1)[:3 * self.n_owned]),
+                           3, 3)
 
     def pressure(self, rhs, x0=None):
         """Solve (CMC + KMK) δp = rhs (pinned); rhs (n_local,) -> δp (n_local,). The direct

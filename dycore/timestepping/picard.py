@@ -125,16 +125,15 @@ class PicardStepper:
         active), or — with systems that solve tracers together — groups the tracer solves
         otherwise than the step before (:attr:`tracers_together` switched, or another set of
         active tracers: another number of right-hand sides). Such a solve must run once
-        outside a captured iteration, to learn its budget; a regrouping also drops the
-        captured iterations (they replay the old grouping's work)."""
+        outside a captured iteration, to learn its budget (the uncaptured step also drops
+        the captured iterations, which replay the old grouping's work:
+        :meth:`IterationGraphs.run`)."""
         solved = frozenset(TRACERS) - self._inactive
         new = self._solved_before is not None and bool(solved - self._solved_before)
         self._solved_before = solved | (self._solved_before or frozenset())
         grouping = (self.tracers_together, solved) if hasattr(self.sys, "tracers") else None
         regroup = self._grouping is not None and grouping != self._grouping
         self._grouping = grouping
-        if regroup:
-            self.graphs.clear()
         return new or regroup
 
     def _decide_inactive(self, state) -> frozenset:
