@@ -112,7 +112,8 @@ def worker(args) -> None:
         cfg = _config(args)
         reduction = default_reduction(cfg) if args.reduction == "auto" else args.reduction
         sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport,
-                                global_amg=args.global_amg)
+                                global_amg=args.global_amg,
+                                replicate_below=args.replicate_below)
         setup_s = time.perf_counter() - t0
         peak_setup = comm.gather(_peak_host_mb(), root=0)
         setup_ranks = comm.gather(dict(getattr(sim, "setup_seconds", {})), root=0)
@@ -194,6 +195,9 @@ def worker(args) -> None:
                 "reduction": reduction,
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "pressure_method": sim.systems.pressure_method,
+                "amg_sizes": list(getattr(getattr(sim.systems, "pcg", None), "amg_sizes", [])),
+                "amg_whole_from": getattr(getattr(getattr(sim.systems, "pcg", None), "vcycle",
+                                                  None), "top", None),
                 "timers_rank0": timers, "captured_iterations": captured,
                 "setup_seconds_rank0": getattr(sim, "setup_seconds", {}),
                 "setup_seconds_ranks": setup_ranks,
@@ -277,6 +281,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd.append("--ab-tracers")
     if args.global_amg:
         cmd.append("--global-amg")
+    if args.replicate_below is not None:
+        cmd += ["--replicate-below", str(args.replicate_below)]
     if args.deterministic:
         cmd.append("--deterministic")
     if args.pressure:
@@ -343,6 +349,7 @@ def _summary(res: dict) -> dict:
                                                else round(1e3 * res["halo_host_s_per_step"], 3)),
             "halo_values_rank0": res["halo_values_rank0"],
             "pressure_method": res["pressure_method"],
+            "amg_sizes": res.get("amg_sizes"), "amg_whole_from": res.get("amg_whole_from"),
             "captured_iterations": res["captured_iterations"],
             "step_ms_median_four_reductions": (
                 round(1e3 * float(np.median(res["step_s_four_reductions"])), 3)
@@ -388,6 +395,11 @@ def main(argv=None) -> int:
                    help="with --pressure amg and CG: the V-cycle of one hierarchy of the whole "
                         "matrix distributed by rows (GpuRankSimulation(global_amg=True)) "
                         "instead of rank-local hierarchies")
+    p.add_argument("--replicate-below", type=int, default=None, metavar="N",
+                   help="with --global-amg: the levels of at most N unknowns (below the fine "
+                        "one) held whole by every rank, their right-hand side all-gathered "
+                        "once (GpuRankSimulation(replicate_below=N); default: "
+                        "GLOBAL_AMG_REPLICATE_BELOW)")
     p.add_argument("--ab-reductions", action="store_true",
                    help="then as many steps (captured again) with the rank BiCGStab's s·s "
                         "reduced on its own: four reductions per iteration against three "

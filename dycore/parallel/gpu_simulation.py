@@ -35,6 +35,8 @@ every rank; tests/parallel/test_device_direct_ranks.py).
 """
 from __future__ import annotations
 
+import numbers
+
 import dataclasses
 import logging
 from types import SimpleNamespace
@@ -55,6 +57,11 @@ log = logging.getLogger("dycore")
 
 #: run_distributed's reduction names -> the GPU ranks' reducers
 _REDUCTIONS = {"exact": "exact", "allreduce": "sum", "sum": "sum"}
+
+#: the global V-cycle's levels (below the fine one) of at most this many unknowns are held whole
+#: by every GPU rank (:func:`~dycore.parallel.amg.rank_pieces`): chosen from the A/B in
+#: docs/performance.md
+GLOBAL_AMG_REPLICATE_BELOW = 50_000
 
 #: launch shapes under numba-cuda's simulator, where every simulated thread is a Python
 #: thread (the GPU defaults — 264 × 256 threads per exact dot product — would take minutes per
@@ -181,7 +188,7 @@ class GpuRankSimulation(DistributedSimulation):
     def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
                  reducer_options: dict | None = None, block: int | None = None,
                  element_block: int | None = None, setup: str = "local",
-                 global_amg: bool = False):
+                 global_amg: bool = False, replicate_below: int | None = None):
         from dycore.backend.cpu import CPUBackend
         from dycore.backend.gpu import gpu_backend
         from dycore.parallel.device_direct import keep_ordering
@@ -198,6 +205,11 @@ class GpuRankSimulation(DistributedSimulation):
             raise ConfigError(f"the global V-cycle (global_amg) preconditions the pressure CG: "
                               f"solvers.pressure.preconditioner is "
                               f"'{config.solvers.pressure.preconditioner}', not 'amg'")
+        self.replicate_below = (GLOBAL_AMG_REPLICATE_BELOW if replicate_below is None
+                                else replicate_below)
+        if not isinstance(self.replicate_below, numbers.Integral) or self.replicate_below < 0:
+            raise ConfigError(f"replicate_below must be an integer >= 0 (unknowns of a level "
+                              f"held whole), got {replicate_below!r}")
         from numba import config as numba_config
         self.config, self.comm = config, comm
         self.setup_mode = setup_mode(setup)
@@ -318,7 +330,7 @@ class GpuRankSimulation(DistributedSimulation):
                              name=f"amg-global-{smoother}-{sweeps}-{max_coarse}",
                              coarsening=self.config.solvers.pressure.amg_coarsening)
         pieces = rank_pieces(a, self.part, comm.size, smoother, sweeps, max_coarse,
-                             hierarchy=h)
+                             hierarchy=h, replicate_below=self.replicate_below)
         del h
         del a
         for r in range(1, comm.size):

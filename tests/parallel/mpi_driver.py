@@ -16,6 +16,7 @@ def main(src, dst):
     from scipy.sparse import csr_matrix
 
     from dycore.parallel.amg import DistributedVCycle
+    from dycore.solvers.amg import HostHierarchy
     from dycore.parallel.halo import gather_to_root
     from dycore.parallel.krylov import BlockJacobi3, Jacobi, LocalAMG, bicgstab, cg
     from dycore.parallel.mpi import abort_on_error, world
@@ -58,6 +59,9 @@ def main(src, dst):
         diag_pos = np.flatnonzero(s["indices"] == np.repeat(np.arange(n), np.diff(s["indptr"])))
         pdiag = sp_diag(s["p_indptr"], s["p_indices"], s["p_values"], n)
         pglobal = csr_matrix((s["p_values"], s["p_indices"], s["p_indptr"]), shape=(n, n))
+        deep = HostHierarchy(pglobal, max_coarse=4).sizes
+        out["vcycle_deep_sizes"] = np.asarray(deep)
+        whole_below = deep[2]
         solves = {
             "cg_jacobi": lambda: cg(mats["pressure"], s["b_pressure"][own], red,
                                     m=Jacobi(pdiag[own]), rtol=1e-12, maxiter=2000),
@@ -67,6 +71,17 @@ def main(src, dst):
             "cg_vcycle": lambda: cg(mats["pressure"], s["b_pressure"][own], red,
                                     m=DistributedVCycle(comm, pglobal, part), rtol=1e-12,
                                     maxiter=500),
+            # a deeper hierarchy, cut down to its coarsest level / levels from 2 down held
+            # whole by every rank (their right-hand side all-gathered once)
+            "cg_vcycle_deep": lambda: cg(mats["pressure"], s["b_pressure"][own], red,
+                                         m=DistributedVCycle(comm, pglobal, part,
+                                                             max_coarse=4),
+                                         rtol=1e-12, maxiter=500),
+            "cg_vcycle_whole": lambda: cg(mats["pressure"], s["b_pressure"][own], red,
+                                          m=DistributedVCycle(comm, pglobal, part,
+                                                              max_coarse=4,
+                                                              replicate_below=whole_below),
+                                          rtol=1e-12, maxiter=500),
             "bicgstab_tracer": lambda: bicgstab(mats["tracer"], s["tracer_b"][own], red,
                                                 m=Jacobi(s["tracer"][diag_pos][own]),
                                                 rtol=1e-12, maxiter=500, name="tracer"),

@@ -127,11 +127,15 @@ def test_local_vcycle_is_block_jacobi_over_ranks(backend, problem, k, max_coarse
     assert its[0] == 1 if k == 1 else its[0] > 10     # A⁺ alone: one iteration
 
 
-@pytest.mark.parametrize("k", (1, 2, 4))
-def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend, problem, k):
-    """One hierarchy of the whole matrix cut by rows (rank_pieces, max_coarse 8: three levels
-    and an all-gathered coarsest solve): CG on 1, 2 and 4 ranks takes the iterations and gives
-    the bits of the CPU's cg with the serial V-cycle (vcycle_reference, one thread per row)."""
+@pytest.mark.parametrize("k, whole", [(1, "coarsest"), (2, "coarsest"), (4, "coarsest"),
+                                      (2, 1), (4, 2), (2, "one level")])
+def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend, problem, k,
+                                                                         whole):
+    """One hierarchy of the whole matrix cut by rows (rank_pieces, max_coarse 2: four levels,
+    36 / 15 / 3 / 1 unknowns, and an all-gathered coarsest solve): CG on 1, 2 and 4 ranks takes the iterations and gives
+    the bits of the CPU's cg with the serial V-cycle (vcycle_reference, one thread per row) —
+    also with levels from 1 or 2 down held whole by every rank (replicate_below), and for a
+    hierarchy of one level (the whole pseudo-inverse on every rank)."""
     from dycore.parallel.amg import rank_pieces
     from dycore.solvers.amg import HostHierarchy
 
@@ -139,9 +143,14 @@ def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend
     owner = np.empty(problem.n, np.int64)
     for rp in rps:
         owner[rp.owned] = rp.rank
-    h = HostHierarchy(problem.a, "chebyshev", 1, max_coarse=8)
-    pieces = rank_pieces(problem.a, owner, k, sweeps=1, max_coarse=8)
-    assert len(h.sizes) >= 3 and pieces[0]["sizes"] == h.sizes
+    max_coarse = problem.n if whole == "one level" else 2
+    h = HostHierarchy(problem.a, "chebyshev", 1, max_coarse=max_coarse)
+    below = h.sizes[whole] if isinstance(whole, int) else 0
+    pieces = rank_pieces(problem.a, owner, k, sweeps=1, max_coarse=max_coarse,
+                         replicate_below=below)
+    top = {"coarsest": len(h.sizes) - 1, "one level": 0}.get(whole, whole)
+    assert pieces[0]["whole"]["level"] == top and pieces[0]["sizes"] == h.sizes
+    assert len(h.sizes) == 1 if whole == "one level" else len(h.sizes) >= 4
     rps_pieces = iter(pieces)
     world = LoopbackWorld(k)
     solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
@@ -156,10 +165,15 @@ def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend
     x_ref, its_ref = cg(SimpleNamespace(matvec=lambda v: problem.a @ v), problem.b,
                         Reducer(None, "exact"),
                         m=lambda r: vcycle_reference(h, r, max_group=1), rtol=RTOL)
-    assert its == [its_ref] * k and 2 < its_ref < problem.its_cpu
+    assert its == [its_ref] * k and (its_ref == 1 if whole == "one level"
+                                     else 2 < its_ref < problem.its_cpu)
     assert np.array_equal(x, x_ref)
     assert _residual(problem, x) <= RTOL * np.linalg.norm(problem.b) * (1 + 1e-6)
     assert [s.amg_sizes for s in solvers] == [h.sizes] * k
+    # the levels above top exchange halos, the ones held whole none
+    v = solvers[0].vcycle
+    assert v.top == top
+    assert sum(lev["ha"] is not None for lev in v.levels) == top
 
 
 def test_a_solve_that_stops_unconverged_raises_on_every_rank(backend, problem):

@@ -83,14 +83,19 @@ def test_exact_dot_is_the_same_bits_on_1_2_4_ranks_and_equals_fsum(systems, resu
             assert abs(float(results[k][f"dot_{mode}"]) - ref) <= 1e-13 * abs(ref)
 
 
-@pytest.mark.parametrize("key", ("cg_jacobi", "cg_vcycle", "bicgstab_tracer",
-                                 "bicgstab_momentum"))
+@pytest.mark.parametrize("key", ("cg_jacobi", "cg_vcycle", "cg_vcycle_deep",
+                                 "cg_vcycle_whole", "bicgstab_tracer", "bicgstab_momentum"))
 def test_solves_are_bitwise_equal_on_1_2_4_ranks(results, key):
     """Exact reductions + bitwise SpMV + a preconditioner applied entry by entry or through
     bitwise SpMVs (Jacobi, 3×3 block-Jacobi, the distributed V-cycle of one global hierarchy):
     the partition cannot change a bit of the iterates, so the solutions and the iteration
-    counts agree exactly."""
+    counts agree exactly — also with the V-cycle's coarse levels held whole by every rank,
+    which gives the bits of the cycle distributed down to its coarsest level."""
     base = results[1]
+    if key == "cg_vcycle_whole":             # levels 2 and below whole; 4 levels or more
+        assert len(base["vcycle_deep_sizes"]) >= 4
+        assert np.array_equal(results[2][key], results[2]["cg_vcycle_deep"])
+        assert int(results[2][f"{key}_its"]) == int(results[2]["cg_vcycle_deep_its"]) > 1
     for k in RANKS[1:]:
         assert int(results[k][f"{key}_its"]) == int(base[f"{key}_its"])
         assert np.array_equal(results[k][key], base[key])

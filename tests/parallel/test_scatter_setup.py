@@ -125,16 +125,22 @@ def test_amg_pieces_are_the_rows_distribute_rows_cuts(systems):
     owners = [np.asarray(part, np.int64)]
     for _, p, _, _, _ in h.levels:
         owners.append(coarse_owners(p, owners[-1]))
+    last = len(h.levels) - 1
     for r, piece in enumerate(ps):
         assert piece["sizes"] == h.sizes and len(piece["levels"]) == len(h.levels)
-        for lev, ((ba, _, _, dinv, _), (A, _, _, hd, _)) in enumerate(
+        for lev, ((ba, _, bp, dinv, _), (A, P, _, hd, _)) in enumerate(
                 zip(piece["levels"], h.levels)):
             want = distribute_rows(SimpleNamespace(rank=r), A, owners[lev], owners[lev])
             plan, ptr, idx, val, n_own = ba
             assert np.array_equal(ptr, want._full[0]) and np.array_equal(idx, want._full[1])
             assert np.array_equal(val, want._full[2]) and n_own == want.n_cols
             assert np.array_equal(dinv, hd[owners[lev] == r])
-        rows = np.flatnonzero(owners[-1] == r)
-        assert np.array_equal(piece["coarse_rows"], rows)
-        assert np.array_equal(piece["coarse_inv"].toarray(),
-                              sp.csr_matrix(h.coarse_inv)[rows].toarray())
+            if lev == last:           # P reads the whole coarsest correction: global ids
+                plan, ptr, idx, val, n_own = bp
+                rows = sp.csr_matrix(P)[owners[lev] == r]
+                assert plan.neighbours == () and n_own == P.shape[1]
+                assert np.array_equal(ptr, rows.indptr) and np.array_equal(idx, rows.indices)
+        whole = piece["whole"]
+        assert whole["level"] == len(h.levels) and whole["levels"] == []
+        assert np.array_equal(whole["owner"], owners[-1])
+        assert np.array_equal(whole["coarse_inv"].toarray(), h.coarse_inv)
