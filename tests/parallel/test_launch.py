@@ -171,6 +171,18 @@ def test_the_global_vcycle_without_the_amg_preconditioner_is_refused_by_name():
         GpuRankSimulation(cfg, None, global_amg=True)
 
 
+@pytest.mark.parametrize("bad", (-1, 2.5, "50000"))
+def test_a_bad_replicate_below_is_refused_by_name(bad):
+    import dycore
+    from dycore.errors import ConfigError
+    from dycore.parallel.gpu_simulation import GpuRankSimulation
+    cfg = dycore.load_config("configs/mountainwave3d_small.yaml",
+                             solvers={"pressure": {"method": "cg", "preconditioner": "amg"}})
+    with pytest.raises(ConfigError, match=f"replicate_below must be an integer >= 0 .*got "
+                                          f"{bad!r}"):
+        GpuRankSimulation(cfg, None, global_amg=True, replicate_below=bad)
+
+
 def test_binding_advice_names_the_hosts_and_the_cores_a_rank_could_have():
     """Ranks bound to one core each on a host with ≥ 2 cores a rank get the launch options
     that give each rank cores/ranks of them; any rank with more than one core, or a host with
