@@ -112,7 +112,7 @@ def worker(args) -> None:
         cfg = _config(args)
         reduction = default_reduction(cfg) if args.reduction == "auto" else args.reduction
         sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport,
-                                global_amg=args.global_amg,
+                                global_amg=args.global_amg,     # (None: the default)
                                 replicate_below=args.replicate_below)
         setup_s = time.perf_counter() - t0
         peak_setup = comm.gather(_peak_host_mb(), root=0)
@@ -279,8 +279,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd.append("--ab-reductions")
     if args.ab_tracers:
         cmd.append("--ab-tracers")
-    if args.global_amg:
-        cmd.append("--global-amg")
+    if args.global_amg is not None:
+        cmd.append("--global-amg" if args.global_amg else "--local-amg")
     if args.replicate_below is not None:
         cmd += ["--replicate-below", str(args.replicate_below)]
     if args.deterministic:
@@ -391,12 +391,17 @@ def main(argv=None) -> int:
     p.add_argument("--ab-graphs", action="store_true",
                    help="after the timed steps, as many more in the same process with the "
                         "Picard iterations issued from Python (not captured): an A/B")
-    p.add_argument("--global-amg", action="store_true",
-                   help="with --pressure amg and CG: the V-cycle of one hierarchy of the whole "
-                        "matrix distributed by rows (GpuRankSimulation(global_amg=True)) "
-                        "instead of rank-local hierarchies")
+    amg = p.add_mutually_exclusive_group()
+    amg.add_argument("--global-amg", dest="global_amg", action="store_true", default=None,
+                     help="with --pressure amg and CG: the V-cycle of one hierarchy of the "
+                          "whole matrix distributed by rows (GpuRankSimulation(global_amg="
+                          "True)); default: GpuRankSimulation's choice (global on K > 1 ranks "
+                          "up to GLOBAL_AMG_MAX_ROWS rows)")
+    amg.add_argument("--local-amg", dest="global_amg", action="store_false",
+                     help="with --pressure amg and CG: rank-local hierarchies (block-Jacobi "
+                          "over the ranks; GpuRankSimulation(global_amg=False))")
     p.add_argument("--replicate-below", type=int, default=None, metavar="N",
-                   help="with --global-amg: the levels of at most N unknowns (below the fine "
+                   help="with the global V-cycle: the levels of at most N unknowns (below the fine "
                         "one) held whole by every rank, their right-hand side all-gathered "
                         "once (GpuRankSimulation(replicate_below=N); default: "
                         "GLOBAL_AMG_REPLICATE_BELOW)")

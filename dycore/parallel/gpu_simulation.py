@@ -58,6 +58,11 @@ log = logging.getLogger("dycore")
 #: run_distributed's reduction names -> the GPU ranks' reducers
 _REDUCTIONS = {"exact": "exact", "allreduce": "sum", "sum": "sum"}
 
+#: the most pressure rows for which GPU ranks take the V-cycle of one global hierarchy by
+#: default (``global_amg=None``): its PyAMG build runs on rank 0 alone (40.5 s at 762,129 rows
+#: on an H200 host, docs/performance.md); above, rank-local hierarchies built on every rank
+GLOBAL_AMG_MAX_ROWS = 1_000_000
+
 #: the global V-cycle's levels (below the fine one) of at most this many unknowns are held whole
 #: by every GPU rank (:func:`~dycore.parallel.amg.rank_pieces`): chosen from the A/B in
 #: docs/performance.md
@@ -162,12 +167,21 @@ class GpuRankSimulation(DistributedSimulation):
     block : threads per block of the solver and vector kernels (None: the backend's
         ``solver_block``); element_block : of the assembly kernels (None: the backend's)
     setup : "local" | "scattered" — how the CPU set-up is built (:class:`DistributedSimulation`)
-    global_amg : pressure CG with ``preconditioner: amg`` takes the V-cycle of ONE hierarchy of
-        the whole matrix distributed by rows (:mod:`dycore.parallel.device_amg`: rank 0 gathers
-        the matrix and builds it) instead of rank-local hierarchies (the default: no global
-        matrix, but iterations that grow with the rank count). Not yet measured on GPUs.
-        ConfigError when the pressure preconditioner is not ``amg``; ignored where the
-        pressure solve is direct.
+    global_amg : True: pressure CG with ``preconditioner: amg`` takes the V-cycle of ONE
+        hierarchy of the whole matrix distributed by rows (:mod:`dycore.parallel.device_amg`:
+        rank 0 gathers the matrix and builds it; the serial iteration count on any K); False:
+        rank-local hierarchies (block-Jacobi over the ranks: no global matrix, but iterations
+        that grow with K); None (default): the global one on K > 1 ranks for at most
+        :data:`GLOBAL_AMG_MAX_ROWS` pressure rows, else rank-local. Measured on two H200s at
+        4.42 M tets (762,129 rows): 131.6 against 519.3 ms a step (38 against 240 CG
+        iterations), set-up 49.5 against 54.6 s (docs/performance.md). ConfigError when True
+        and the pressure preconditioner is not ``amg``; ignored where the pressure solve is
+        direct.
+    replicate_below : int ≥ 0 or None — with the global V-cycle, the levels below the fine one
+        of at most this many unknowns are held whole by every rank, whose right-hand side is
+        all-gathered once a cycle instead of halo exchanges on each of them
+        (:func:`~dycore.parallel.amg.rank_pieces`; 0: only the coarsest; None:
+        :data:`GLOBAL_AMG_REPLICATE_BELOW`). The same bits for any value.
 
     Attributes
     ----------
@@ -188,7 +202,7 @@ class GpuRankSimulation(DistributedSimulation):
     def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
                  reducer_options: dict | None = None, block: int | None = None,
                  element_block: int | None = None, setup: str = "local",
-                 global_amg: bool = False, replicate_below: int | None = None):
+                 global_amg: bool | None = None, replicate_below: int | None = None):
         from dycore.backend.cpu import CPUBackend
         from dycore.backend.gpu import gpu_backend
         from dycore.parallel.device_direct import keep_ordering
@@ -226,6 +240,10 @@ class GpuRankSimulation(DistributedSimulation):
             self.device, shared = select_rank_device(comm)
         piece, pressure_global = self._receive(config, comm,
                                                CPUBackend(threads=config.backend.threads))
+        if global_amg is None:         # the same verdict on every rank (nnodes: the global count)
+            global_amg = (config.solvers.pressure.preconditioner == "amg" and comm.size > 1
+                          and self.nnodes <= GLOBAL_AMG_MAX_ROWS)
+        self.global_amg = bool(global_amg)
         bc = config.backend
         b = self.backend = gpu_backend(solver_mode="device", assembly=bc.assembly,
                                        strict=bc.strict, graphs=bc.graphs,

@@ -12,7 +12,8 @@ solve checked), ``short`` (after step 1 every iterative solve's budget is cut to
 the captured solves of step 2 fall short, the step is repeated with every solve checked),
 ``amg`` (the pressure preconditioner ``amg``: rank-local V-cycles, their hierarchies kept in
 the set-up cache that ``DYCORE_CACHE_DIR`` names), ``global_amg`` (``amg`` as the V-cycle of
-one hierarchy of the whole matrix: ``GpuRankSimulation(global_amg=True)``), ``apart`` (θ′ and
+one hierarchy of the whole matrix: ``GpuRankSimulation(global_amg=True)``), ``default_amg``
+(``amg`` with ``global_amg=None``: GpuRankSimulation's own choice), ``apart`` (θ′ and
 q_v solved each on its own instead of together: ``stepper.tracers_together = False``),
 ``switch`` (together, then apart from step 3: the A/B switch in a run whose iterations were
 captured)."""
@@ -52,12 +53,14 @@ def main(dst, steps, backend, mode="graphs"):
     comm = world()
     with abort_on_error(comm):
         cfg = config(backend, graphs=mode != "nographs",
-                     pressure_pc="amg" if mode in ("amg", "global_amg") else "jacobi")
+                     pressure_pc="amg" if mode in ("amg", "global_amg", "default_amg")
+                     else "jacobi")
         after = None
         if backend == "gpu":
             from dycore.parallel.gpu_simulation import GpuRankSimulation
             sim = GpuRankSimulation(cfg, comm,       # the simulator's launch shapes
-                                    global_amg=mode == "global_amg")
+                                    global_amg=(None if mode == "default_amg"
+                                                else mode == "global_amg"))
             sim.stepper.tracers_together = mode != "apart"
 
             def after(k, out):
