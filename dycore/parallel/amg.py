@@ -72,14 +72,14 @@ def whole_from(sizes, replicate_below: int) -> int:
     return next((lev for lev in range(1, last) if sizes[lev] <= replicate_below), last)
 
 
-def _whole_block(a, nrows_owner=None) -> tuple:
+def _whole_block(a, rows_mask=None) -> tuple:
     """The :func:`~dycore.parallel.rowmatrix.row_blocks` piece of ``a`` for a rank holding
-    every column (global column ids, no halo): all rows, or the rows with ``nrows_owner``
+    every column (global column ids, no halo): all rows, or the rows where ``rows_mask`` is
     True."""
     from dycore.parallel.rowmatrix import ColumnPlan
     from dycore.parallel.spmv import row_subset
     a = a.tocsr()
-    rows = (np.arange(a.shape[0]) if nrows_owner is None else np.flatnonzero(nrows_owner))
+    rows = np.arange(a.shape[0]) if rows_mask is None else np.flatnonzero(rows_mask)
     ptr, idx, val = row_subset(a.indptr, a.indices, a.data, rows)
     plan = ColumnPlan(depth=1, n_local=a.shape[1], neighbours=(), send={}, recv={},
                       ghosts=np.zeros(0, np.int64))
