@@ -395,7 +395,7 @@ def main(argv=None) -> int:
     amg.add_argument("--global-amg", dest="global_amg", action="store_true", default=None,
                      help="with --pressure amg and CG: the V-cycle of one hierarchy of the "
                           "whole matrix distributed by rows (GpuRankSimulation(global_amg="
-                          "True)); default: GpuRankSimulation's choice (global on K > 1 ranks "
+                          "True)); default: GpuRankSimulation's choice (global "
                           "up to GLOBAL_AMG_MAX_ROWS rows)")
     amg.add_argument("--local-amg", dest="global_amg", action="store_false",
                      help="with --pressure amg and CG: rank-local hierarchies (block-Jacobi "

@@ -171,8 +171,10 @@ class GpuRankSimulation(DistributedSimulation):
         hierarchy of the whole matrix distributed by rows (:mod:`dycore.parallel.device_amg`:
         rank 0 gathers the matrix and builds it; the serial iteration count on any K); False:
         rank-local hierarchies (block-Jacobi over the ranks: no global matrix, but iterations
-        that grow with K); None (default): the global one on K > 1 ranks for at most
-        :data:`GLOBAL_AMG_MAX_ROWS` pressure rows, else rank-local. Measured on two H200s at
+        that grow with K); None (default): the global one for at most
+        :data:`GLOBAL_AMG_MAX_ROWS` pressure rows, else rank-local — on one rank too, so that
+        1, 2 and 4 ranks precondition with the same hierarchy (the same bits with exact
+        reductions). Measured on two H200s at
         4.42 M tets (762,129 rows): 131.6 against 519.3 ms a step (38 against 240 CG
         iterations), set-up 49.5 against 54.6 s (docs/performance.md). ConfigError when True
         and the pressure preconditioner is not ``amg``; ignored where the pressure solve is
@@ -241,7 +243,7 @@ class GpuRankSimulation(DistributedSimulation):
         piece, pressure_global = self._receive(config, comm,
                                                CPUBackend(threads=config.backend.threads))
         if global_amg is None:         # the same verdict on every rank (nnodes: the global count)
-            global_amg = (config.solvers.pressure.preconditioner == "amg" and comm.size > 1
+            global_amg = (config.solvers.pressure.preconditioner == "amg"
                           and self.nnodes <= GLOBAL_AMG_MAX_ROWS)
         self.global_amg = bool(global_amg)
         bc = config.backend

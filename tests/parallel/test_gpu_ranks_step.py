@@ -320,14 +320,14 @@ def test_the_global_vcycle_gives_one_gpu_ranks_bits_on_two(tmp_path, monkeypatch
     rank-local hierarchies of 2 ranks are two block inverses: more iterations). A second run on
     2 ranks with the same set-up cache folder loads the global hierarchy (rank 0's
     ``amg-global-...``) and every rank's piece instead of building them — the files are not
-    written again — and takes the same step. That second run leaves the choice to
-    GpuRankSimulation (``global_amg=None``): on 2 ranks and this few rows it is the global
-    V-cycle."""
+    written again — and takes the same step. That second run and the 1-rank run leave the
+    choice to GpuRankSimulation (``global_amg=None``): for this few rows it is the global
+    V-cycle on any rank count."""
     out = {}
     for k, run in ((1, 1), (2, 1), (2, 2)):
         monkeypatch.setenv("DYCORE_CACHE_DIR", str(tmp_path / f"cache{k}"))
         dst = tmp_path / f"global{k}-{run}.npz"
-        mode = "default_amg" if run == 2 else "global_amg"
+        mode = "global_amg" if (k, run) == (2, 1) else "default_amg"
         proc = launch(k, str(HERE / "gpu_step_driver.py"), str(dst), "1", "gpu", mode,
                       timeout=900)
         assert proc.returncode == 0, f"{k} rank(s):\n{proc.stdout}\n{proc.stderr}"
