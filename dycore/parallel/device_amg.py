@@ -103,8 +103,9 @@ class DeviceGlobalVCycle:
         self.full = (self.levels[self.top]["b"] if self.top < len(self.levels)
                      else self.coarse_b)
         self.coarse_x = z(inv.shape[0])
-        self.owned0 = b.to_device(np.asarray(piece["owned"][0], np.int64))
-        self.z0 = z(self.n_owned) if self.top == 0 else None
+        if self.top == 0:      # the whole fine vector held: this rank's entries picked from it
+            self.owned0 = b.to_device(np.asarray(piece["owned"][0], np.int64))
+            self.z0 = z(self.n_owned)
 
     # -- pieces ------------------------------------------------------------------------------
     def _copy(self, src, dst, n: int) -> None:

@@ -245,7 +245,6 @@ class GpuRankSimulation(DistributedSimulation):
         if global_amg is None:         # the same verdict on every rank (nnodes: the global count)
             global_amg = (config.solvers.pressure.preconditioner == "amg"
                           and self.nnodes <= GLOBAL_AMG_MAX_ROWS)
-        self.global_amg = bool(global_amg)
         bc = config.backend
         b = self.backend = gpu_backend(solver_mode="device", assembly=bc.assembly,
                                        strict=bc.strict, graphs=bc.graphs,
