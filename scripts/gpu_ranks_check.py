@@ -113,7 +113,8 @@ def worker(args) -> None:
         reduction = default_reduction(cfg) if args.reduction == "auto" else args.reduction
         sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport,
                                 global_amg=args.global_amg,     # (None: the default)
-                                replicate_below=args.replicate_below)
+                                replicate_below=args.replicate_below,
+                                overlap=args.overlap)
         setup_s = time.perf_counter() - t0
         peak_setup = comm.gather(_peak_host_mb(), root=0)
         setup_ranks = comm.gather(dict(getattr(sim, "setup_seconds", {})), root=0)
@@ -283,6 +284,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd.append("--global-amg" if args.global_amg else "--local-amg")
     if args.replicate_below is not None:
         cmd += ["--replicate-below", str(args.replicate_below)]
+    if args.overlap:
+        cmd.append("--overlap")
     if args.deterministic:
         cmd.append("--deterministic")
     if args.pressure:
@@ -405,6 +408,9 @@ def main(argv=None) -> int:
                         "one) held whole by every rank, their right-hand side all-gathered "
                         "once (GpuRankSimulation(replicate_below=N); default: "
                         "GLOBAL_AMG_REPLICATE_BELOW)")
+    p.add_argument("--overlap", action="store_true",
+                   help="the pressure CG's products sum their interior rows while the halo "
+                        "exchange travels (GpuRankSimulation(overlap=True))")
     p.add_argument("--ab-reductions", action="store_true",
                    help="then as many steps (captured again) with the rank BiCGStab's s·s "
                         "reduced on its own: four reductions per iteration against three "

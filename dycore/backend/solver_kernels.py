@@ -457,11 +457,15 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
             acc2 = s * s
         reduce_partials(sh, t, partial, acc, acc2, ndot, op, slot, ctl, ticket)
 
-    def smooth(indptr, indices, data, g, x, b, dinv, d, x_new, c1, c2, first, ndot, partial,
-               op, slot, ctl, ticket):
-        """One polynomial (Chebyshev / damped-Jacobi) smoothing step on a CSR level, each row
-        summed by ``g`` threads (launch nrow·g threads; ``first`` needs no row sum: g = 1):
+    def smooth(indptr, indices, data, g, r0, x, b, dinv, d, x_new, c1, c2, first, ndot,
+               partial, op, slot, ctl, ticket):
+        """One polynomial (Chebyshev / damped-Jacobi) smoothing step on rows r0 ≤ i < n of a
+        CSR level (n = len(indptr) − 1), each row summed by ``g`` threads (launch (n − r0)·g
+        threads; ``first`` needs no row sum: g = 1):
         d = c1·D⁻¹(b − A x) + c2·d; x_new = x + d (``first``: x = 0, d = c1·D⁻¹b, x_new = d).
+        Every vector is indexed by the row itself, so a level's rows can be smoothed in two
+        launches — [0, m) with indptr[:m + 1] and r0 = 0, then [m, n) with r0 = m — with the
+        bits of one (the GPU ranks' interior and boundary rows, :mod:`dycore.parallel.overlap`).
         With ``ndot`` also the block partial of b·x_new, finished with ``op`` (< 0: not)."""
         sh = cuda.shared.array((2, RB), float64)
         sg = cuda.shared.array((3, RB), float64)
@@ -471,6 +475,7 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         t = cuda.threadIdx.x
         i = gi // g
         lane = gi - i * g
+        i += r0
         n = indptr.shape[0] - 1
         acc = 0.0
         s = 0.0

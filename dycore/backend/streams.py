@@ -68,18 +68,20 @@ class SideStream:
     Parameters
     ----------
     backend : GPUBackend (its ``stream`` / ``nb_stream`` are swapped while ``work()`` runs)
+    priority : CUDA stream priority of the side stream (lower is higher; None: the default)
 
     Raises
     ------
     RuntimeError when :meth:`issue` is called from inside an issued work (no nesting).
     """
 
-    def __init__(self, backend):
+    def __init__(self, backend, priority: int | None = None):
         import cupy
         from numba import cuda
         self.b = backend
         self.main, self.main_nb = backend.stream, backend.nb_stream
-        self.side = cupy.cuda.Stream(non_blocking=True)
+        self.side = (cupy.cuda.Stream(non_blocking=True) if priority is None else
+                     cupy.cuda.Stream(non_blocking=True, priority=int(priority)))
         self.side_nb = cuda.external_stream(self.side.ptr)
         self._fork = cupy.cuda.Event(disable_timing=True)
         self._join = cupy.cuda.Event(disable_timing=True)

@@ -31,6 +31,8 @@ import numpy as np
 
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import get_rank_kernels
+from dycore.parallel.overlap import (interior_first, leading_interior, local_relabel,
+                                     permute_rows, relabel_plan, split_rows)
 
 __all__ = ["DeviceGlobalVCycle"]
 
@@ -44,6 +46,12 @@ class DeviceGlobalVCycle:
     transport : the ranks' transport (:mod:`dycore.parallel.nccl`): halo messages, all-gather
     piece : this rank's dict of :func:`~dycore.parallel.amg.rank_pieces` (``levels``,
         ``whole``, ``owned``, ``sizes``)
+    order0 : (n_owned,) int array or None — the caller's numbering of the fine level's owned
+        rows (order0[new] = old; :func:`~dycore.parallel.overlap.interior_first`): r and z
+        are in it; None: the piece's own
+    overlap : the levels below the fine one distributed by rows are numbered interior first
+        and every product of A there (smoothing steps, residual) sums its interior rows while
+        the halo exchange travels (:mod:`dycore.parallel.overlap`); the same bits
 
     Attributes
     ----------
@@ -51,20 +59,34 @@ class DeviceGlobalVCycle:
     top : int — the first level held whole by every rank (its right-hand side all-gathered)
     """
 
-    def __init__(self, la, transport, piece: dict):
+    def __init__(self, la, transport, piece: dict, order0=None, overlap: bool = False):
         from dycore.solvers.krylov import DeviceMatrix
         self.la, self.t, b = la, transport, la.b
         self.sizes = list(piece["sizes"])
         self.pack = get_rank_kernels(getattr(b, "strict", False))["pack_rows"]
         whole = piece["whole"]
         self.top = int(whole["level"])
+        self.overlap = bool(overlap)
+        # the owned rows of every level above ``top`` numbered interior first (the fine
+        # level's as the caller's ``order0``, None: as given), so the products of A overlap
+        # their halo exchange (dycore.parallel.overlap); the whole levels keep global order
+        orders = []
+        for lev, (ba, *_rest) in enumerate(piece["levels"][:self.top]):
+            if lev == 0:
+                orders.append(None if order0 is None else np.asarray(order0, np.int64))
+            else:
+                orders.append(interior_first(ba[1], ba[2], np.asarray(ba[1]).size - 1)[0]
+                              if overlap else None)
 
-        def matrix(block, halo: bool):
+        def matrix(block, halo: bool, rows=None, cols=None, overlap=False):
             plan, ptr, idx, val, _ = block       # entry order kept: the serial row sums
-            m = DeviceMatrix(la, np.asarray(ptr, np.int32), np.asarray(idx, np.int32),
-                             np.asarray(val, np.float64), 1, 1)
-            return (m, DeviceHaloExchange(b, transport, plan, 1) if halo else None,
-                    int(plan.n_local))
+            new = None if cols is None else local_relabel(cols, int(plan.n_local))
+            ptr, idx, val = permute_rows(ptr, idx, val, rows, new)
+            m = DeviceMatrix(la, ptr.astype(np.int32), idx.astype(np.int32), val, 1, 1)
+            if halo and new is not None:
+                plan = relabel_plan(plan, new)
+            return (m, DeviceHaloExchange(b, transport, plan, 1, overlap=overlap)
+                    if halo else None, int(plan.n_local), (ptr, idx))
 
         z = b.zeros
         self.levels = []
@@ -73,14 +95,26 @@ class DeviceGlobalVCycle:
         for lev, ((ba, br, bp, dinv, coef), split) in enumerate(blocks):
             # (a level above ``top`` exchanges halos; its P reads the level below whole where
             # that level is held whole)
-            (A, ha, na), (R, hr, nr) = matrix(ba, split), matrix(br, split)
-            P, hp, np_ = matrix(bp, split and lev + 1 < self.top)
+            mine = orders[lev] if split else None
+            below = orders[lev + 1] if lev + 1 < self.top else None
+            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, self.overlap),
+                                                 matrix(br, split, below, mine))
+            P, hp, np_, _ = matrix(bp, split and lev + 1 < self.top, mine, below)
             n = A.nrow
+            # rows summed before the exchange has landed: none without overlap, all on a
+            # level held whole (no exchange)
+            m = (leading_interior(*host, n) if overlap else 0) if split else n
+            inner, outer = split_rows(A, m)
+            dinv = np.asarray(dinv, np.float64)
             self.levels.append(dict(
-                A=A, R=R, P=P, ha=ha, hr=hr, hp=hp, n=n, nc=R.nrow, coef=list(coef),
-                dinv=b.to_device(np.asarray(dinv, np.float64)), d=z(n), b=z(n),
+                A=A, R=R, P=P, ha=ha, hr=hr, hp=hp, n=n, nc=R.nrow, coef=list(coef), m=m,
+                inner=inner, outer=outer,
+                dinv=b.to_device(dinv if mine is None else dinv[mine]), d=z(n), b=z(n),
                 xs=[z(na), z(na)], r=z(nr), pc=z(np_) if hp is not None else None))
+        #: owned fine rows before the first boundary row (the products' interior launch)
+        self.n_interior = self.levels[0]["m"] if self.levels else 0
         self.n_owned = int(piece["owned"][0].size)
+        self.order0 = None if order0 is None else np.asarray(order0, np.int64)
         # level ``top``: every rank's owned right-hand side all-gathered (m per rank, padded)
         # and put in global order (one gather kernel); the coarsest: the whole pseudo-inverse
         owner = np.asarray(whole["owner"], np.int64)
@@ -103,8 +137,13 @@ class DeviceGlobalVCycle:
         self.full = (self.levels[self.top]["b"] if self.top < len(self.levels)
                      else self.coarse_b)
         self.coarse_x = z(inv.shape[0])
+        self.unorder0 = None
         if self.top == 0:      # the whole fine vector held: this rank's entries picked from it
-            self.owned0 = b.to_device(np.asarray(piece["owned"][0], np.int64))
+            owned0 = np.asarray(piece["owned"][0], np.int64)
+            if self.order0 is not None:       # (in the caller's numbering, and back)
+                owned0 = owned0[self.order0]
+                self.unorder0 = b.to_device(local_relabel(self.order0, self.n_owned))
+            self.owned0 = b.to_device(owned0)
             self.z0 = z(self.n_owned)
 
     # -- pieces ------------------------------------------------------------------------------
@@ -120,19 +159,41 @@ class DeviceGlobalVCycle:
         yield
         halo.end(x)
 
+    def _split(self, lev, x, interior, boundary):
+        """A product of the level's A that reads x's ghosts: the exchange of x posted, the
+        interior rows (``interior()``) while it travels, then the boundary rows
+        (``boundary()``); a level held whole runs ``interior()`` on all its rows."""
+        halo = lev["ha"]
+        if halo is not None:
+            halo.begin(x)
+        if lev["m"]:
+            interior()
+        if halo is not None:
+            yield
+            halo.end(x)
+        if lev["m"] < lev["n"]:
+            boundary()
+
     def _smooth(self, lev, b, x, ctl):
         """The level's polynomial smoothing from x (None: from 0) into its x buffers; returns
         the buffer holding the result (owned entries; ghosts stale)."""
         la, nb = self.la, self.la.b.nb
-        a = lev["A"]
+        a, m, n = lev["A"], lev["m"], lev["n"]
         for c1, c2 in lev["coef"]:
             dst = lev["xs"][0] if x is None or x is lev["xs"][1] else lev["xs"][1]
-            if x is not None:
-                yield from self._exchange(lev["ha"], x)
-            la.launch(la.k.smooth, lev["n"], a.indptr, a.indices, a.data, 1,
-                      nb(dst if x is None else x), nb(b), nb(lev["dinv"]), nb(lev["d"]),
-                      nb(dst), c1, c2, 1 if x is None else 0, 0, la.no_partial, -1, 0, ctl,
-                      la.ticket)
+            args = (nb(dst if x is None else x), nb(b), nb(lev["dinv"]), nb(lev["d"]),
+                    nb(dst), c1, c2, 1 if x is None else 0, 0, la.no_partial, -1, 0, ctl,
+                    la.ticket)
+            if x is None:                 # from 0: no row sum, no ghost read
+                la.launch(la.k.smooth, n, a.indptr, a.indices, a.data, 1, 0, *args)
+            else:
+                inner = lev["inner"]
+                yield from self._split(
+                    lev, x,
+                    lambda: la.launch(la.k.smooth, m, inner.indptr, a.indices, a.data, 1, 0,
+                                      *args),
+                    lambda: la.launch(la.k.smooth, n - m, a.indptr, a.indices, a.data, 1, m,
+                                      *args))
             x = dst
         return x
 
@@ -140,7 +201,10 @@ class DeviceGlobalVCycle:
         """The whole right-hand side of level ``top`` (in :attr:`full`) from every rank's
         owned entries (b: this rank's, or :attr:`send` where the restriction wrote them)."""
         la, bk = self.la, self.la.b
-        if b is not self.send:                   # (no level above: b is the fine residual)
+        if b is not self.send and self.unorder0 is not None:    # (the caller's numbering)
+            la.launch(self.pack, self.n_top_owned, bk.nb(b), bk.nb(self.unorder0), 1,
+                      bk.nb(self.send))
+        elif b is not self.send:                 # (no level above: b is the fine residual)
             self._copy(b, self.send, self.n_top_owned)
         self.t.allgather(self.send, self.recv)
         yield
@@ -157,9 +221,12 @@ class DeviceGlobalVCycle:
             return self.coarse_x
         lev = self.levels[level]
         x = yield from self._smooth(lev, b, None, ctl)
-        yield from self._exchange(lev["ha"], x)
-        la.spmv(lev["A"], nb(x), nb(lev["r"]), mode=1, b=nb(b), ctl=ctl)     # r = b − A x
-        yield from self._exchange(lev["hr"], lev["r"])
+        m, n, r = lev["m"], lev["n"], lev["r"]
+        yield from self._split(                                               # r = b − A x
+            lev, x,
+            lambda: la.spmv(lev["inner"], nb(x), nb(r[:m]), mode=1, b=nb(b[:m]), ctl=ctl),
+            lambda: la.spmv(lev["outer"], nb(x), nb(r[m:n]), mode=1, b=nb(b[m:n]), ctl=ctl))
+        yield from self._exchange(lev["hr"], r)
         if level + 1 == self.top:
             bc = self.send
         else:

@@ -8,6 +8,14 @@ neighbour's slice straight between the GPUs' buffers, one kernel unpacks the rec
 the ghost slots. Nothing is staged through the host and nothing synchronises the host: on a GPU
 the three steps are ordered on the backend's stream. Index arrays and buffers are allocated once,
 so an exchange allocates nothing.
+
+With ``overlap`` the messages travel on a second stream (the backend's :meth:`branch`, one per
+backend, :func:`comm_branch`): :meth:`DeviceHaloExchange.begin` packs on the main stream and
+forks the send/receive onto the branch, so the kernels the caller launches before
+:meth:`~DeviceHaloExchange.end` (a product's interior rows, :mod:`dycore.parallel.overlap`) run
+while the messages are in flight; ``end`` joins the branch and unpacks on the main stream.
+Inside a CUDA-graph capture the fork and the join are graph edges. Under the simulator the
+branch is inline: the same launches in the same order.
 """
 from __future__ import annotations
 
@@ -16,7 +24,16 @@ import numpy as np
 from dycore.backend.gpu_kernels import grid
 from dycore.parallel.device_kernels import get_rank_kernels
 
-__all__ = ["DeviceHaloExchange"]
+__all__ = ["DeviceHaloExchange", "comm_branch"]
+
+
+def comm_branch(backend):
+    """The backend's one branch for halo messages (:meth:`GPUBackend.branch`: a second CUDA
+    stream on a GPU, inline under the simulator), made on first use and kept on the backend."""
+    branch = getattr(backend, "_comm_branch", None)
+    if branch is None:
+        branch = backend._comm_branch = backend.branch()
+    return branch
 
 
 class DeviceHaloExchange:
@@ -28,14 +45,17 @@ class DeviceHaloExchange:
     transport : NcclTransport or a loopback transport (:mod:`dycore.parallel.nccl`)
     plan : HaloPlan of this rank
     block : int — values per node (1: scalar fields, 3: velocity)
+    overlap : post the messages on :func:`comm_branch` (module docstring): the caller may run
+        kernels that do not touch the ghosts between :meth:`begin` and :meth:`end`
 
     Attributes
     ----------
     values_sent, values_received : int — float64 values moved per exchange by this rank
     """
 
-    def __init__(self, backend, transport, plan, block: int = 1):
+    def __init__(self, backend, transport, plan, block: int = 1, overlap: bool = False):
         self.b, self.t, self.plan, self.block = backend, transport, plan, int(block)
+        self.branch = comm_branch(backend) if overlap else None
         self.k = get_rank_kernels(getattr(backend, "strict", False))
         #: threads per block of pack / unpack (256 on a GPU; the simulator's 32 keep it fast)
         self.threads = min(256, int(getattr(backend, "solver_block", 256)))
@@ -79,12 +99,18 @@ class DeviceHaloExchange:
         if n:
             b.launch(self.k["pack_rows"], grid(n, self.threads), b.nb(x.reshape(-1)),
                      b.nb(self.send_idx), bs, b.nb(self.sbuf))
-        self.t.post(self._sends, self._recvs)
+        if self.branch is None or not (self._sends or self._recvs):
+            self.t.post(self._sends, self._recvs)
+        else:                             # the messages beside the main stream's next kernels
+            self.branch.issue(lambda: self.t.post(self._sends, self._recvs,
+                                                  stream=self.b.stream))
         self._open = True
 
     def end(self, x) -> None:
         """Complete the messages of :meth:`begin` and write the ghost values into ``x``."""
         self.t.complete()
+        if self.branch is not None:
+            self.branch.join()
         n = self.values_received
         if n:
             b = self.b

@@ -74,7 +74,9 @@ from dycore.backend.gpu_kernels import grid
 from dycore.backend.timers import add_seconds
 from dycore.errors import SolverDivergedError
 from dycore.parallel.device_halo import DeviceHaloExchange
-from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS
+from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS, get_rank_kernels
+from dycore.parallel.overlap import (interior_first, leading_interior, local_relabel,
+                                     permute_rows, relabel_plan, split_rows)
 from dycore.parallel.device_replay import ReplayedSolve
 
 __all__ = ["DeviceRankPCG", "PRECONDITIONERS", "REDUCTIONS", "get_krylov_kernels",
@@ -303,6 +305,10 @@ class DeviceRankPCG(ReplayedSolve):
         (:func:`rank_local_hierarchy`: checked against the owned block's digest)
     amg_hierarchy : a Future of ``local_amg``'s hierarchy (:func:`hierarchy_beside`, from
         the same rows and options), or None: built here
+    overlap : number the owned rows interior first and sum the interior rows of A p (and of
+        the global V-cycle's products) while the halo exchange travels on a second stream
+        (:mod:`dycore.parallel.overlap`; the same bits; not with ``local_amg``); False: every
+        row after the exchange
 
     Attributes
     ----------
@@ -329,7 +335,8 @@ class DeviceRankPCG(ReplayedSolve):
                  sum_blocks: int = 64, sum_threads: int | None = None,
                  block: int | None = None, graphs: bool = True, name: str = "pressure",
                  amg_cache=None, amg_entry: str | None = None, vcycle_piece: dict | None = None,
-                 amg_coarsening: str = "aggregation", amg_hierarchy=None):
+                 amg_coarsening: str = "aggregation", amg_hierarchy=None,
+                 overlap: bool = False):
         from dycore.parallel.device_reduce import DeviceExactReducer
         from dycore.solvers.krylov import DeviceLinalg, DeviceMatrix
         if reduction not in REDUCTIONS:
@@ -346,6 +353,18 @@ class DeviceRankPCG(ReplayedSolve):
             raise ValueError(f"GPU-rank CG: rows of shape {tuple(shape)} (row block "
                              f"{row_block}) for a plan of {nl} local nodes: expected the "
                              "scalar owned rows of a depth-2 plan")
+        # the owned rows interior first, so that A p's interior rows run while p's halo
+        # exchange travels (dycore.parallel.overlap): the solve permutes b on entry and x on
+        # exit; every row keeps its entries' order, so the bits do not change (the local
+        # V-cycle's hierarchy is built from the rows as given, so it keeps their order)
+        self.order = None
+        if overlap and precond != "local_amg":
+            order, _ = interior_first(ptr, cols, n)
+            if not np.array_equal(order, np.arange(n)):
+                self.order = order
+                new = local_relabel(order, nl)
+                ptr, cols, vals = permute_rows(ptr, cols, vals, order, new)
+                plan = relabel_plan(plan, new)
         self.b, self.t, self.plan = backend, transport, plan
         self.reduction, self.precond, self.name = reduction, precond, name
         self.check_every = max(1, int(check_every))
@@ -355,9 +374,14 @@ class DeviceRankPCG(ReplayedSolve):
         if rb < 1 or rb & (rb - 1):
             raise ValueError(f"GPU-rank CG: sum_threads {rb} is not a power of two")
         self.k = dict(get_krylov_kernels(strict, rb), rb=rb)
+        rank_kernels = get_rank_kernels(strict)
+        self.pack, self.unpack = rank_kernels["pack_rows"], rank_kernels["unpack_rows"]
         la = self.la = DeviceLinalg(backend, int(block or backend.solver_block),
                                     max_group=1 if group == 1 else None)
         self.a = DeviceMatrix(la, ptr.astype(np.int32), cols.astype(np.int32), vals, 1, group)
+        #: owned rows summed before p's ghosts are in (0: every row after the exchange)
+        self.n_interior = 0 if self.order is None else leading_interior(ptr, cols, n)
+        self.a_inner, self.a_outer = split_rows(self.a, self.n_interior)
         rowid = np.repeat(np.arange(n), np.diff(ptr))
         on_diag = cols == rowid
         diag = np.zeros(n)
@@ -368,11 +392,17 @@ class DeviceRankPCG(ReplayedSolve):
         self.dinv = backend.to_device(1.0 / diag)          # Jacobi's 1.0 / diag, as the CPU's
         z = backend.zeros
         self.x, self.r, self.q, self.zbuf = z(n), z(n), z(n), z(n)
+        # (x: the caller's numbering; xs, rhs_s: the solver's — the same arrays without order)
+        self.xs, self.rhs_s, self.order_dev = self.x, None, None
+        if self.order is not None:
+            self.xs, self.rhs_s = z(n), z(n)
+            self.order_dev = backend.to_device(self.order)
         self.p = z(nl)                                     # a local vector: ghosts filled
         host = np.zeros(NCTL)
         host[RTOL], host[ATOL], host[MAXIT] = rtol, atol, maxiter
         self.ctl = backend.to_device(host)
-        self.halo = DeviceHaloExchange(backend, transport, plan, 1)
+        self.halo = DeviceHaloExchange(backend, transport, plan, 1,
+                                       overlap=self.order is not None)
         if reduction == "exact":
             self.red = DeviceExactReducer(backend, transport, 3, exact_blocks,
                                           exact_threads or EXACT_BLOCK)
@@ -403,12 +433,15 @@ class DeviceRankPCG(ReplayedSolve):
             if vcycle_piece is None:
                 raise ValueError("GPU-rank CG: precond 'global_amg' needs this rank's "
                                  "vcycle_piece (dycore.parallel.amg.rank_pieces)")
-            self.vcycle = DeviceGlobalVCycle(la, transport, vcycle_piece)
+            self.vcycle = DeviceGlobalVCycle(la, transport, vcycle_piece, self.order,
+                                             overlap)
             if self.vcycle.n_owned != n:
                 raise ValueError(f"GPU-rank CG: the global V-cycle's piece has "
                                  f"{self.vcycle.n_owned} owned rows, the matrix {n}")
             self.amg_sizes = list(self.vcycle.sizes)
         self.rhs = z(n)
+        if self.rhs_s is None:
+            self.rhs_s = self.rhs
         self.maxiter = int(maxiter)
         self.graphs = bool(graphs)
         self.capture = bool(getattr(transport, "capturable", False))
@@ -473,8 +506,11 @@ class DeviceRankPCG(ReplayedSolve):
         nb, n = self._nb, self.n_owned
         jac = 1 if self.precond == "jacobi" else 0
         ctl = nb(self.ctl)
-        self.b.launch(self.k["cg_init"], grid(max(n, 1), self.la.rb), nb(self.rhs),
-                      nb(self.x), nb(self.r), nb(self.zbuf), nb(self.dinv), n, jac, ctl)
+        if self.order is not None and n:          # b in the solver's numbering
+            self.b.launch(self.pack, grid(n, self.la.rb), nb(self.rhs), nb(self.order_dev), 1,
+                          nb(self.rhs_s))
+        self.b.launch(self.k["cg_init"], grid(max(n, 1), self.la.rb), nb(self.rhs_s),
+                      nb(self.xs), nb(self.r), nb(self.zbuf), nb(self.dinv), n, jac, ctl)
         z = self.zbuf if jac else (yield from self._precondition())
         vals = yield from self._reduce((self.r, self.r), (self.r, z))     # r = b: b·b = r·r
         self.b.launch(self.k["cg_start"], (1, 1), ctl, nb(vals))
@@ -486,19 +522,25 @@ class DeviceRankPCG(ReplayedSolve):
         nb, n = self._nb, self.n_owned
         jac = 1 if self.precond == "jacobi" else 0
         ctl = nb(self.ctl)
-        pown = self.p[:n]
+        pown, m = self.p[:n], self.n_interior
         for _ in range(count):
             self.halo.begin(self.p)
+            if m:                                 # q = A p: the rows that read no ghost
+                self.la.spmv(self.a_inner, nb(self.p), nb(self.q[:m]), ctl=ctl)
             yield
             self.halo.end(self.p)
-            self.la.spmv(self.a, nb(self.p), nb(self.q), ctl=ctl)
+            if m < n:                             # ... and, once the ghosts are in, the rest
+                self.la.spmv(self.a_outer, nb(self.p), nb(self.q[m:]), ctl=ctl)
             vals = yield from self._reduce((pown, self.q))
-            self._launch("cg_update_xr", n, nb(self.x), nb(self.r), nb(self.zbuf),
+            self._launch("cg_update_xr", n, nb(self.xs), nb(self.r), nb(self.zbuf),
                          nb(self.p), nb(self.q), nb(self.dinv), nb(vals), ctl, n, jac)
             z = self.zbuf if jac else (yield from self._precondition())
             vals = yield from self._reduce((self.r, self.r), (self.r, z))
             self.b.launch(self.k["cg_check"], (1, 1), ctl, nb(vals))
             self._launch("cg_update_p", n, nb(self.p), nb(z), ctl, n, 0)
+        if self.order is not None and n:          # x in the caller's numbering
+            self.b.launch(self.unpack, grid(n, self.la.rb), nb(self.x), nb(self.order_dev), 1,
+                          nb(self.xs))
 
     def steps(self, b):
         """The solve of A x = b as a generator that yields after every post of a message

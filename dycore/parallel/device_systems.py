@@ -177,7 +177,8 @@ class DeviceDistributedSystems:
                  reduction: str = "exact", reducer_options: dict | None = None,
                  block: int | None = None, pressure_global=None, owned_global=None,
                  ordering=None, rotated=None, coriolis: bool = True, direct=None,
-                 setup_cache=None, vcycle_piece: dict | None = None, amg_hierarchy=None):
+                 setup_cache=None, vcycle_piece: dict | None = None, amg_hierarchy=None,
+                 overlap: bool = False):
         self.b, self.t, self.rp, self.cfg = backend, transport, rp, cfg
         for name in ("pressure", "momentum", "tracer"):
             self._check(name, getattr(cfg, name))
@@ -203,7 +204,7 @@ class DeviceDistributedSystems:
         with add_seconds(self.setup_seconds, "pressure"):
             self._pressure(cfg, rp, plan2, pressure_rows, reduction, ro, block,
                            pressure_global, owned_global, ordering, direct, setup_cache,
-                           vcycle_piece, amg_hierarchy)
+                           vcycle_piece, amg_hierarchy, overlap)
         if self.pcg is not None:
             self.setup_seconds.update({f"pressure: {k}": v
                                        for k, v in self.pcg.setup_seconds.items()})
@@ -220,7 +221,7 @@ class DeviceDistributedSystems:
 
     def _pressure(self, cfg, rp, plan2, pressure_rows, reduction, ro, block,
                   pressure_global, owned_global, ordering, direct, setup_cache,
-                  vcycle_piece, amg_hierarchy) -> None:
+                  vcycle_piece, amg_hierarchy, overlap=False) -> None:
         """Set :attr:`pressure_method`, :attr:`pcg` and :attr:`direct` (the class's
         parameters)."""
         from dycore.parallel.device_krylov import DeviceRankPCG
@@ -255,6 +256,7 @@ class DeviceDistributedSystems:
                 rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
                 amg_cache=setup_cache, amg_entry=rank_amg_entry(rp),
                 amg_coarsening=p.amg_coarsening, amg_hierarchy=amg_hierarchy,
+                overlap=overlap,
                 **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
 
     @property

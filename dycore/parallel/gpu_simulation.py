@@ -184,6 +184,13 @@ class GpuRankSimulation(DistributedSimulation):
         all-gathered once a cycle instead of halo exchanges on each of them
         (:func:`~dycore.parallel.amg.rank_pieces`; 0: only the coarsest; None:
         :data:`GLOBAL_AMG_REPLICATE_BELOW`). The same bits for any value.
+    overlap : True: the pressure CG's products (A p, and the global V-cycle's smoothing
+        steps and residuals on the levels it distributes) sum their interior rows while the
+        halo exchange travels on a second stream (:mod:`dycore.parallel.overlap`); False
+        (default): every row waits for the exchange. The same bits either way. Off by
+        default because it did not pay on two H200s joined by NVLink: an exchange costs
+        11–13 µs inside a graph, the second launch and the fork and join about as much,
+        and the 4.42 M-tet step took 143.0 against 139.6 ms (docs/performance.md).
 
     Attributes
     ----------
@@ -204,7 +211,8 @@ class GpuRankSimulation(DistributedSimulation):
     def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
                  reducer_options: dict | None = None, block: int | None = None,
                  element_block: int | None = None, setup: str = "local",
-                 global_amg: bool | None = None, replicate_below: int | None = None):
+                 global_amg: bool | None = None, replicate_below: int | None = None,
+                 overlap: bool = False):
         from dycore.backend.cpu import CPUBackend
         from dycore.backend.gpu import gpu_backend
         from dycore.parallel.device_direct import keep_ordering
@@ -291,7 +299,7 @@ class GpuRankSimulation(DistributedSimulation):
                 rotated=None if nnf is None else np.asarray(b.to_host(nnf.blk_pos)),
                 coriolis=piece["coeffs"].f_cor != 0.0,
                 setup_cache=amg_cache,
-                vcycle_piece=vcycle_piece, amg_hierarchy=beside, **direct)
+                vcycle_piece=vcycle_piece, amg_hierarchy=beside, overlap=overlap, **direct)
         for part, seconds in self.systems.setup_seconds.items():     # the phase's parts
             self.setup_seconds[f"  {part}"] = seconds
         if "ordering" in direct:

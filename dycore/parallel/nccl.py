@@ -3,8 +3,9 @@
 A transport has three operations on device arrays of the backend (CuPy arrays on a GPU,
 NumPy arrays under numba-cuda's simulator):
 
-- ``post(sends, recvs)``: start sending each ``(peer, array)`` of ``sends`` and receiving into
-  each ``(peer, array)`` of ``recvs`` (one message per peer and direction, matched in order);
+- ``post(sends, recvs, stream=None)``: start sending each ``(peer, array)`` of ``sends`` and
+  receiving into each ``(peer, array)`` of ``recvs`` (one message per peer and direction,
+  matched in order), on ``stream`` (a CuPy stream; None: the transport's; NCCL only);
 - ``complete()``: after it, every receive of the last ``post`` has landed (stream order on a
   GPU: kernels launched later on the backend's stream see the data);
 - ``allreduce(array, op)``: in place, ``op`` "sum" or "max", over all ranks;
@@ -83,8 +84,8 @@ class NcclTransport:
         return {np.dtype(np.float64): n.NCCL_FLOAT64, np.dtype(np.float32): n.NCCL_FLOAT32,
                 np.dtype(np.int64): n.NCCL_INT64}[np.dtype(a.dtype)]
 
-    def post(self, sends, recvs) -> None:
-        n, s = self.nccl, self.stream.ptr
+    def post(self, sends, recvs, stream=None) -> None:
+        n, s = self.nccl, (stream or self.stream).ptr
         self.posts += 1
         n.groupStart()
         try:
@@ -126,7 +127,7 @@ class SelfTransport:
     def __init__(self):
         self.bytes_sent = self.posts = self.allgather_bytes = 0
 
-    def post(self, sends, recvs) -> None:
+    def post(self, sends, recvs, stream=None) -> None:
         if sends or recvs:
             raise ValueError("a one-rank transport has no peer to message")
 
@@ -179,7 +180,7 @@ class _Loopback:
         post in between."""
         return self.size == 1
 
-    def post(self, sends, recvs) -> None:
+    def post(self, sends, recvs, stream=None) -> None:
         for peer, a in sends:
             self.world.box.setdefault((self.rank, int(peer)), deque()).append(
                 np.array(a, copy=True))
@@ -282,7 +283,7 @@ class MpiStagedTransport:
         self.seconds = 0.0
         self._reqs, self._recvs, self._keep = [], [], []
 
-    def post(self, sends, recvs) -> None:
+    def post(self, sends, recvs, stream=None) -> None:
         import time
         t0 = time.perf_counter()
         if self._reqs:

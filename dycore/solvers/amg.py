@@ -335,7 +335,7 @@ class DeviceVCycle:
             dst = next(buf for buf in lev["bufs"] if buf is not x)
             last = step == len(lev["coef"]) - 1
             g = 1 if x is None else a.g          # the first step from x = 0 sums no row
-            la.launch(k.smooth, lev["n"] * g, a.indptr, a.indices, a.data, g,
+            la.launch(k.smooth, lev["n"] * g, a.indptr, a.indices, a.data, g, 0,
                       lev["bufs"][0] if x is None else x, b, lev["dinv"], lev["d"], dst,
                       c1, c2, 1 if x is None else 0, 1 if (last and partial is not None) else 0,
                       partial if (last and partial is not None) else la.no_partial,
@@ -386,6 +386,6 @@ class DeviceJacobi:
 
     def issue(self, r, partial, ctl, op=-1):
         la, a = self.la, self.a
-        la.launch(la.k.smooth, a.nrow, a.indptr, a.indices, a.data, 1, self.z, r, self.dinv,
+        la.launch(la.k.smooth, a.nrow, a.indptr, a.indices, a.data, 1, 0, self.z, r, self.dinv,
                   self.d, self.z, 1.0, 0.0, 1, 1, partial, op, 0, ctl, la.ticket)
         return self.z

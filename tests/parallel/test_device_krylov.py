@@ -78,9 +78,13 @@ def _residual(problem, x):
     return float(np.linalg.norm(problem.b - problem.a @ x))
 
 
-@pytest.mark.parametrize("k", (1, 2, 4))
-def test_jacobi_exact_is_the_cpu_ranks_cg_bit_for_bit(backend, problem, k):
-    x, its, solvers = _solve(backend, problem, k)
+@pytest.mark.parametrize("k, overlap", [(1, False), (2, False), (4, False), (2, True)])
+def test_jacobi_exact_is_the_cpu_ranks_cg_bit_for_bit(backend, problem, k, overlap):
+    """... also with the owned rows numbered interior first and A p split around the halo
+    exchange (overlap): the permuted solve's x is the same bits."""
+    x, its, solvers = _solve(backend, problem, k, overlap=overlap)
+    if overlap:           # a real permutation, and both launches of the split product ran
+        assert any(s.order is not None and 0 < s.n_interior < s.n_owned for s in solvers)
     assert its == [problem.its_cpu] * k
     assert problem.its_cpu > 20                       # a real solve, not a lucky start
     assert np.array_equal(x, problem.x_cpu)           # hence the same bits on 1, 2, 4 ranks
@@ -127,15 +131,19 @@ def test_local_vcycle_is_block_jacobi_over_ranks(backend, problem, k, max_coarse
     assert its[0] == 1 if k == 1 else its[0] > 10     # A⁺ alone: one iteration
 
 
-@pytest.mark.parametrize("k, whole", [(1, "coarsest"), (2, "coarsest"), (4, "coarsest"),
-                                      (2, 1), (4, 2), (2, "one level")])
+@pytest.mark.parametrize("k, whole, overlap", [
+    (1, "coarsest", False), (2, "coarsest", False), (4, "coarsest", False), (2, 1, False),
+    (4, 2, False), (2, "one level", False), (2, "coarsest", True), (4, 2, True),
+    (2, "one level", True)])
 def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend, problem, k,
-                                                                         whole):
+                                                                         whole, overlap):
     """One hierarchy of the whole matrix cut by rows (rank_pieces, max_coarse 2: four levels,
     36 / 15 / 3 / 1 unknowns, and an all-gathered coarsest solve): CG on 1, 2 and 4 ranks takes the iterations and gives
     the bits of the CPU's cg with the serial V-cycle (vcycle_reference, one thread per row) —
     also with levels from 1 or 2 down held whole by every rank (replicate_below), and for a
-    hierarchy of one level (the whole pseudo-inverse on every rank)."""
+    hierarchy of one level (the whole pseudo-inverse on every rank). With ``overlap``, CG and the
+    distributed levels number their owned rows interior first and split every product of A
+    around its halo exchange: the same bits."""
     from dycore.parallel.amg import rank_pieces
     from dycore.solvers.amg import HostHierarchy
 
@@ -155,7 +163,7 @@ def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend
     world = LoopbackWorld(k)
     solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
                              owned_rows(rp, problem.n, problem.a), precond="global_amg",
-                             vcycle_piece=next(rps_pieces), rtol=RTOL,
+                             vcycle_piece=next(rps_pieces), rtol=RTOL, overlap=overlap,
                              **dict(FAST, check_every=2)) for rp in rps]
     out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
     x = np.full(problem.n, np.nan)
@@ -174,6 +182,8 @@ def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend
     v = solvers[0].vcycle
     assert v.top == top
     assert sum(lev["ha"] is not None for lev in v.levels) == top
+    if overlap and k == 2 and top > 0:     # some rank sums interior rows before the exchange
+        assert any(0 < s.vcycle.n_interior < s.n_owned for s in solvers)
 
 
 def test_a_solve_that_stops_unconverged_raises_on_every_rank(backend, problem):

@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent(r"""
     sigs = {
         "bsr_spmv": (i1, i1, f1, int64, int64, f1, f1, f1, int64, f1, int64, f2, int64, int64,
                      f1, i1),
-        "smooth": (i1, i1, f1, int64, f1, f1, f1, f1, f1, float64, float64, int64, int64, f2,
+        "smooth": (i1, i1, f1, int64, int64, f1, f1, f1, f1, f1, float64, float64, int64, int64, f2,
                    int64, int64, f1, i1),
         "bsr3_lean_spmv": (i1, i1, f1, int64, f1, int64, f1, f1, f1, int64, f1, int64, f2,
                            int64, int64, f1, i1),
@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent(r"""
         "csr_spmv": (i1, i1, f1, int64, f1, f1, f1, int64, f1),
         "csr_spmv@float32": (i1, i1, types.float32[::1], int64, f1, f1, f1, int64, f1),
         "csr_spmv_dot": (i1, i1, f1, int64, f1, f1, f1, int64, f2, int64, int64, f1, i1),
-        "smooth@float32": (i1, i1, types.float32[::1], int64, f1, f1, f1, f1, f1, float64,
+        "smooth@float32": (i1, i1, types.float32[::1], int64, int64, f1, f1, f1, f1, f1, float64,
                            float64, int64, int64, f2, int64, int64, f1, i1),
         "finish": (f2, int64, int64, int64, f1),
         "init_residual": (f1, f1, f1, f1, int64, f2, int64, f1, i1),

@@ -1,0 +1,127 @@
+"""Interior rows first: the local numbering that lets a GPU rank's product overlap its halo.
+
+A rank's owned row is *interior* when it reads no ghost column and a *boundary* row when it
+reads at least one. Numbered interior rows first, a product y = A x on a GPU rank runs as
+
+    post the halo exchange of x  →  rows [0, m) (interior)  →  wait  →  rows [m, n) (boundary)
+
+with the messages travelling on a second stream while the interior rows are summed
+(:class:`~dycore.parallel.device_halo.DeviceHaloExchange` with ``overlap``), instead of every row
+waiting for the exchange. Two contiguous row ranges need no new kernel: the interior launch takes
+``indptr[:m + 1]``, the boundary launch ``indptr[m:]`` (and the smoothing kernel a first row),
+over the same column and value arrays (:func:`split_rows`).
+
+Renumbering the owned rows changes no row's sum: each row keeps its entries in their order and
+only the column ids are relabelled, so every owned value keeps its bits, and a dot product is
+either order-free (the exact reduction) or already depends on the partition (the float sum).
+The permutation is applied where a solve starts and undone where it ends
+(:class:`~dycore.parallel.device_krylov.DeviceRankPCG`); the levels of the global V-cycle
+below the fine one are numbered this way from the start
+(:class:`~dycore.parallel.device_amg.DeviceGlobalVCycle`). The CPU ranks do the same split with
+index lists (:class:`~dycore.parallel.spmv.DistributedMatrix`).
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from dycore.parallel.partition import HaloPlan
+
+__all__ = ["interior_first", "leading_interior", "local_relabel", "permute_rows", "reads_ghost",
+           "relabel_plan", "split_rows"]
+
+
+def interior_first(indptr, indices, n_owned: int) -> tuple[np.ndarray, int]:
+    """The owned rows numbered interior first.
+
+    Parameters
+    ----------
+    indptr : (n_owned+1,) int array; indices : (nnz,) int array — the owned rows in local
+        columns (owned columns < n_owned, ghosts ≥ n_owned)
+    n_owned : int
+
+    Returns
+    -------
+    order : (n_owned,) int64 — order[new] = old row: the interior rows ascending, then the
+        boundary rows ascending (the identity when no row reads a ghost)
+    n_interior : int — rows without a ghost column
+
+    Raises
+    ------
+    ValueError when indptr does not have n_owned + 1 entries.
+    """
+    has_ghost = reads_ghost(indptr, indices, n_owned)
+    order = np.concatenate([np.flatnonzero(~has_ghost), np.flatnonzero(has_ghost)])
+    return order.astype(np.int64), int(n_owned - np.count_nonzero(has_ghost))
+
+
+def reads_ghost(indptr, indices, n_owned: int) -> np.ndarray:
+    """(n_owned,) bool: which owned rows read a ghost column (arguments as
+    :func:`interior_first`, which raises the same ValueError)."""
+    indptr = np.asarray(indptr, np.int64)
+    if indptr.size != n_owned + 1:
+        raise ValueError(f"interior rows: indptr has {indptr.size} entries for {n_owned} "
+                         "owned rows")
+    ghost = np.asarray(indices, np.int64)[:indptr[-1]] >= n_owned
+    has_ghost = np.zeros(n_owned, bool)
+    has_ghost[np.repeat(np.arange(n_owned), np.diff(indptr))[ghost]] = True
+    return has_ghost
+
+
+def leading_interior(indptr, indices, n_owned: int) -> int:
+    """How many owned rows, from the first, read no ghost column: the rows a product can sum
+    before its halo exchange has landed, in the numbering as it is."""
+    has_ghost = reads_ghost(indptr, indices, n_owned)
+    return int(np.argmax(has_ghost)) if has_ghost.any() else int(n_owned)
+
+
+def local_relabel(order, n_local: int) -> np.ndarray:
+    """old local id → new local id for a rank whose owned ids are renumbered by ``order``
+    (order[new] = old; the ghosts, ids ≥ len(order), keep theirs). (n_local,) int64."""
+    order = np.asarray(order, np.int64)
+    new = np.arange(n_local, dtype=np.int64)
+    new[order] = np.arange(order.size, dtype=np.int64)
+    return new
+
+
+def permute_rows(indptr, indices, values, row_order=None, col_new=None):
+    """A CSR matrix with its rows taken in ``row_order`` (None: as they are) and its column ids
+    mapped through ``col_new`` (old → new; None: kept); each row's entries stay in their
+    order. Returns (indptr int64, indices int64, values float64)."""
+    indptr = np.asarray(indptr, np.int64)
+    indices = np.asarray(indices, np.int64)
+    values = np.asarray(values, np.float64)
+    if row_order is not None:
+        row_order = np.asarray(row_order, np.int64)
+        start, length = indptr[row_order], np.diff(indptr)[row_order]
+        new_ptr = np.zeros(row_order.size + 1, np.int64)
+        np.cumsum(length, out=new_ptr[1:])
+        take = (np.repeat(start - new_ptr[:-1], length) +
+                np.arange(int(new_ptr[-1]), dtype=np.int64))
+        indptr, indices, values = new_ptr, indices[take], values[take]
+    if col_new is not None:
+        indices = np.asarray(col_new, np.int64)[indices]
+    return indptr, indices, values
+
+
+def relabel_plan(plan: HaloPlan, new) -> HaloPlan:
+    """``plan`` with the owned ids it sends mapped through ``new`` (old → new local id,
+    :func:`local_relabel`); the ghost slots it fills keep theirs."""
+    new = np.asarray(new, np.int64)
+    return HaloPlan(plan.depth, plan.n_local, plan.neighbours,
+                    {q: new[np.asarray(v, np.int64)] for q, v in plan.send.items()},
+                    dict(plan.recv))
+
+
+def split_rows(matrix, n_interior: int):
+    """(interior, boundary): views of a device CSR matrix
+    (:class:`~dycore.solvers.krylov.DeviceMatrix`) on rows [0, m) and [m, n), sharing its
+    column and value arrays: the interior view's ``indptr[:m + 1]``, the boundary view's
+    ``indptr[m:]`` (its rows' y and b are the caller's slices [m:n]). Either may have no row."""
+    m = int(n_interior)
+    inner, outer = copy.copy(matrix), copy.copy(matrix)
+    inner.indptr, outer.indptr = matrix.indptr[:m + 1], matrix.indptr[m:]
+    inner.nrow, outer.nrow = m, matrix.nrow - m
+    inner.n, outer.n = m * matrix.bs, (matrix.nrow - m) * matrix.bs
+    return inner, outer

@@ -1,0 +1,76 @@
+"""Interior rows first (dycore.parallel.overlap): the renumbering keeps every row's sum, the halo
+plan sends the same values, and the two row ranges cover the rows once."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sps
+
+from dycore.parallel.overlap import (interior_first, leading_interior, local_relabel,
+                                     permute_rows, reads_ghost, relabel_plan, split_rows)
+from dycore.parallel.partition import HaloPlan
+
+
+def _rank_rows(seed=3, n_owned=40, n_ghost=9, per_row=6):
+    """Random owned rows in local columns: every third row also reads a ghost column."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n_owned):
+        cols = rng.choice(n_owned, per_row, replace=False)
+        if i % 3 == 1:
+            cols[-1] = n_owned + rng.integers(n_ghost)
+        rows.append(rng.permutation(cols))           # entry order not sorted on purpose
+    ptr = np.concatenate([[0], np.cumsum([len(c) for c in rows])])
+    idx = np.concatenate(rows)
+    return ptr, idx, rng.standard_normal(idx.size), n_owned, n_owned + n_ghost
+
+
+def test_interior_rows_come_first_in_ascending_order():
+    ptr, idx, _, n, _ = _rank_rows()
+    order, m = interior_first(ptr, idx, n)
+    ghost = reads_ghost(ptr, idx, n)
+    assert m == n - int(np.count_nonzero(ghost)) and 0 < m < n
+    assert np.array_equal(np.sort(order), np.arange(n))
+    assert not ghost[order[:m]].any() and ghost[order[m:]].all()
+    assert np.all(np.diff(order[:m]) > 0) and np.all(np.diff(order[m:]) > 0)
+    assert leading_interior(ptr, idx, n) == 1                 # row 1 reads a ghost
+    p2, i2, _ = permute_rows(ptr, idx, np.zeros(idx.size), order, local_relabel(order, n + 9))
+    assert leading_interior(p2, i2, n) == m
+
+
+def test_no_ghost_gives_the_identity():
+    ptr = np.array([0, 2, 3, 5])
+    idx = np.array([0, 1, 1, 2, 0])
+    order, m = interior_first(ptr, idx, 3)
+    assert np.array_equal(order, [0, 1, 2]) and m == 3
+    with pytest.raises(ValueError, match="indptr has 3 entries for 3 owned rows"):
+        interior_first(ptr[:3], idx, 3)
+
+
+def test_renumbered_rows_keep_every_rows_bits_and_the_halo_sends_the_same_values():
+    ptr, idx, val, n, nl = _rank_rows()
+    order, _ = interior_first(ptr, idx, n)
+    new = local_relabel(order, nl)
+    assert np.array_equal(new[n:], np.arange(n, nl))          # ghosts keep their slots
+    assert np.array_equal(new[order], np.arange(n))
+    p2, i2, v2 = permute_rows(ptr, idx, val, order, new)
+    x = np.random.default_rng(5).standard_normal(nl)
+    x2 = np.empty(nl)
+    x2[new] = x
+    # SciPy sums each row in entry order; the permuted rows keep it, so the bits agree
+    y = sps.csr_matrix((val, idx, ptr), shape=(n, nl)) @ x
+    y2 = sps.csr_matrix((v2, i2, p2), shape=(n, nl)) @ x2
+    assert np.array_equal(y2, y[order])
+    plan = HaloPlan(1, nl, (1,), {1: np.array([5, 0, 17, 39])}, {1: np.arange(n, nl)})
+    moved = relabel_plan(plan, new)
+    assert np.array_equal(x2[moved.send[1]], x[plan.send[1]])
+    assert np.array_equal(moved.recv[1], plan.recv[1]) and moved.n_local == nl
+
+
+def test_split_rows_cover_every_row_once():
+    ptr = np.arange(0, 21, 4)                                 # 5 rows of 4 entries
+    m = SimpleNamespace(indptr=ptr, indices=np.arange(20), data=np.ones(20), nrow=5, bs=1, n=5)
+    inner, outer = split_rows(m, 2)
+    assert (inner.nrow, outer.nrow, inner.n, outer.n) == (2, 3, 2, 3)
+    assert np.array_equal(inner.indptr, [0, 4, 8]) and np.array_equal(outer.indptr, ptr[2:])
+    assert inner.indices is m.indices and outer.data is m.data and m.nrow == 5
