@@ -111,6 +111,9 @@ def worker(args) -> None:
         from dycore.parallel.run import default_reduction
         cfg = _config(args)
         reduction = default_reduction(cfg) if args.reduction == "auto" else args.reduction
+        if args.halo_buffers:       # every exchange through the pack / unpack buffers (A/B)
+            import dycore.parallel.device_halo as device_halo
+            device_halo._run_starts = lambda idx_lists: None
         sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport,
                                 global_amg=args.global_amg,     # (None: the default)
                                 replicate_below=args.replicate_below,
@@ -286,6 +289,8 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd += ["--replicate-below", str(args.replicate_below)]
     if args.overlap:
         cmd.append("--overlap")
+    if args.halo_buffers:
+        cmd.append("--halo-buffers")
     if args.deterministic:
         cmd.append("--deterministic")
     if args.pressure:
@@ -408,6 +413,9 @@ def main(argv=None) -> int:
                         "one) held whole by every rank, their right-hand side all-gathered "
                         "once (GpuRankSimulation(replicate_below=N); default: "
                         "GLOBAL_AMG_REPLICATE_BELOW)")
+    p.add_argument("--halo-buffers", action="store_true",
+                   help="every halo exchange packs and unpacks through its buffers, also where "
+                        "NCCL could read and write the vectors in place (an A/B)")
     p.add_argument("--overlap", action="store_true",
                    help="the pressure CG's products sum their interior rows while the halo "
                         "exchange travels (GpuRankSimulation(overlap=True))")

@@ -358,7 +358,8 @@ class DeviceRankPCG(ReplayedSolve):
         # exit; every row keeps its entries' order, so the bits do not change (the local
         # V-cycle's hierarchy is built from the rows as given, so it keeps their order)
         self.order = None
-        if overlap and precond != "local_amg":
+        overlap = bool(overlap) and precond != "local_amg"
+        if overlap:
             order, _ = interior_first(ptr, cols, n)
             if not np.array_equal(order, np.arange(n)):
                 self.order = order
@@ -380,7 +381,7 @@ class DeviceRankPCG(ReplayedSolve):
                                     max_group=1 if group == 1 else None)
         self.a = DeviceMatrix(la, ptr.astype(np.int32), cols.astype(np.int32), vals, 1, group)
         #: owned rows summed before p's ghosts are in (0: every row after the exchange)
-        self.n_interior = 0 if self.order is None else leading_interior(ptr, cols, n)
+        self.n_interior = leading_interior(ptr, cols, n) if overlap else 0
         self.a_inner, self.a_outer = split_rows(self.a, self.n_interior)
         rowid = np.repeat(np.arange(n), np.diff(ptr))
         on_diag = cols == rowid
@@ -402,7 +403,7 @@ class DeviceRankPCG(ReplayedSolve):
         host[RTOL], host[ATOL], host[MAXIT] = rtol, atol, maxiter
         self.ctl = backend.to_device(host)
         self.halo = DeviceHaloExchange(backend, transport, plan, 1,
-                                       overlap=self.order is not None)
+                                       overlap=0 < self.n_interior < n)
         if reduction == "exact":
             self.red = DeviceExactReducer(backend, transport, 3, exact_blocks,
                                           exact_threads or EXACT_BLOCK)

@@ -10,7 +10,8 @@ Run under ``mpiexec -n 2`` on a host with two GPUs (after ``scripts/gpu_env.sh``
 Each rank builds a banded CSR matrix of ``rows`` owned rows with ``nnz`` entries a row, whose
 last ``ghosts`` rows also read ``ghosts`` ghost columns (the two-rank cut of the 4.42 M-tet
 pressure matrix has about this shape), and captures ``reps`` repetitions of each piece into one
-CUDA graph: the product alone, the exchange alone (pack, NCCL send/recv, unpack), the exchange
+CUDA graph: the product alone, the exchange alone (pack, NCCL send/recv, unpack; then without
+the unpack, NCCL receiving into the ghost slots; then without the pack either), the exchange
 then the product, the exchange posted on a second stream while the interior rows are summed
 (:class:`~dycore.parallel.device_halo.DeviceHaloExchange` with ``overlap``; also with that
 stream at the highest priority), the product in two launches without messages, an 8-byte NCCL
@@ -68,9 +69,15 @@ def main() -> None:
     ctl = b.zeros(16)
     nb = b.nb
     plain = DeviceHaloExchange(b, t, plan, 1)
+    plain.send_in_place = plain.recv_in_place = False     # pack, send/recv, unpack
+    recv_only = DeviceHaloExchange(b, t, plan, 1)
+    recv_only.send_in_place = False                       # pack, send/recv into the vector
+    in_place = DeviceHaloExchange(b, t, plan, 1)          # send/recv from/into the vector
     ovl = DeviceHaloExchange(b, t, plan, 1, overlap=True)
+    ovl.send_in_place = ovl.recv_in_place = False
     from dycore.backend.streams import SideStream
     ovl_hi = DeviceHaloExchange(b, t, plan, 1)
+    ovl_hi.send_in_place = ovl_hi.recv_in_place = False
     ovl_hi.branch = SideStream(b, priority=-100)   # (clamped to the highest)
     one = b.zeros(1)
     m = n - g
@@ -78,9 +85,9 @@ def main() -> None:
     def product():
         la.spmv(a, nb(x), nb(y), ctl=nb(ctl))
 
-    def exchange():
-        plain.begin(x)
-        plain.end(x)
+    def exchange(halo=plain):
+        halo.begin(x)
+        halo.end(x)
 
     def sequential():
         exchange()
@@ -108,6 +115,8 @@ def main() -> None:
     out = {"rows": n, "nnz_per_row": k, "ghosts": g, "reps": args.reps,
            "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()}
     for name, piece in (("product", product), ("exchange", exchange),
+                        ("exchange received in place (no unpack)", lambda: exchange(recv_only)),
+                        ("exchange sent and received in place", lambda: exchange(in_place)),
                         ("exchange then product", sequential),
                         ("exchange beside the interior rows", overlapped),
                         ("the same, messages on a high-priority stream",

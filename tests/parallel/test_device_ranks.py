@@ -144,6 +144,8 @@ def test_device_halo_fills_every_ghost_from_its_owner(backend, systems, k, depth
     for rp, h, x in zip(rps, halos, xs):
         assert np.array_equal(x, glob[rp.l2g[:x.shape[0]]])      # owned kept, ghosts filled
         assert h.values_received == (x.shape[0] - rp.n_owned) * block
+        if k == 2:            # one neighbour: its ghosts are one run, received in place
+            assert h.recv_in_place and h.values_received > 0
     with pytest.raises(ValueError, match="float64 of shape"):
         halos[0].begin(np.zeros(3))
 
