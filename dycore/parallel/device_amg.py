@@ -81,8 +81,10 @@ class DeviceGlobalVCycle:
         def matrix(block, halo: bool, rows=None, cols=None, overlap=False):
             plan, ptr, idx, val, _ = block       # entry order kept: the serial row sums
             new = None if cols is None else local_relabel(cols, int(plan.n_local))
-            ptr, idx, val = permute_rows(ptr, idx, val, rows, new)
-            m = DeviceMatrix(la, ptr.astype(np.int32), idx.astype(np.int32), val, 1, 1)
+            if rows is not None or new is not None:     # (else no host copy of the block)
+                ptr, idx, val = permute_rows(ptr, idx, val, rows, new)
+            m = DeviceMatrix(la, np.asarray(ptr, np.int32), np.asarray(idx, np.int32),
+                             np.asarray(val, np.float64), 1, 1)
             if halo and new is not None:
                 plan = relabel_plan(plan, new)
             return (m, DeviceHaloExchange(b, transport, plan, 1, overlap=overlap)
