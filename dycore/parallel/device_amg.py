@@ -31,8 +31,8 @@ import numpy as np
 
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import get_rank_kernels
-from dycore.parallel.overlap import (interior_first, leading_interior, local_relabel,
-                                     permute_rows, relabel_plan, split_rows)
+from dycore.parallel.overlap import interior_first, leading_interior, local_relabel, renumber, \
+    split_rows
 
 __all__ = ["DeviceGlobalVCycle"]
 
@@ -66,7 +66,6 @@ class DeviceGlobalVCycle:
         self.pack = get_rank_kernels(getattr(b, "strict", False))["pack_rows"]
         whole = piece["whole"]
         self.top = int(whole["level"])
-        self.overlap = bool(overlap)
         # the owned rows of every level above ``top`` numbered interior first (the fine
         # level's as the caller's ``order0``, None: as given), so the products of A overlap
         # their halo exchange (dycore.parallel.overlap); the whole levels keep global order
@@ -79,14 +78,10 @@ class DeviceGlobalVCycle:
                               if overlap else None)
 
         def matrix(block, halo: bool, rows=None, cols=None, overlap=False):
-            plan, ptr, idx, val, _ = block       # entry order kept: the serial row sums
-            new = None if cols is None else local_relabel(cols, int(plan.n_local))
-            if rows is not None or new is not None:     # (else no host copy of the block)
-                ptr, idx, val = permute_rows(ptr, idx, val, rows, new)
+            # entry order kept (the serial row sums); renumbered where rows / cols are given
+            plan, ptr, idx, val = renumber(*block[:4], rows, cols)
             m = DeviceMatrix(la, np.asarray(ptr, np.int32), np.asarray(idx, np.int32),
                              np.asarray(val, np.float64), 1, 1)
-            if halo and new is not None:
-                plan = relabel_plan(plan, new)
             return (m, DeviceHaloExchange(b, transport, plan, 1, overlap=overlap)
                     if halo else None, int(plan.n_local), (ptr, idx))
 
@@ -99,7 +94,7 @@ class DeviceGlobalVCycle:
             # that level is held whole)
             mine = orders[lev] if split else None
             below = orders[lev + 1] if lev + 1 < self.top else None
-            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, self.overlap),
+            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap),
                                                  matrix(br, split, below, mine))
             P, hp, np_, _ = matrix(bp, split and lev + 1 < self.top, mine, below)
             n = A.nrow
@@ -116,7 +111,6 @@ class DeviceGlobalVCycle:
         #: owned fine rows before the first boundary row (the products' interior launch)
         self.n_interior = self.levels[0]["m"] if self.levels else 0
         self.n_owned = int(piece["owned"][0].size)
-        self.order0 = None if order0 is None else np.asarray(order0, np.int64)
         # level ``top``: every rank's owned right-hand side all-gathered (m per rank, padded)
         # and put in global order (one gather kernel); the coarsest: the whole pseudo-inverse
         owner = np.asarray(whole["owner"], np.int64)
@@ -142,9 +136,9 @@ class DeviceGlobalVCycle:
         self.unorder0 = None
         if self.top == 0:      # the whole fine vector held: this rank's entries picked from it
             owned0 = np.asarray(piece["owned"][0], np.int64)
-            if self.order0 is not None:       # (in the caller's numbering, and back)
-                owned0 = owned0[self.order0]
-                self.unorder0 = b.to_device(local_relabel(self.order0, self.n_owned))
+            if order0 is not None:            # (in the caller's numbering, and back)
+                owned0 = owned0[np.asarray(order0, np.int64)]
+                self.unorder0 = b.to_device(local_relabel(order0, self.n_owned))
             self.owned0 = b.to_device(owned0)
             self.z0 = z(self.n_owned)
 

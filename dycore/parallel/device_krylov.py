@@ -75,8 +75,7 @@ from dycore.backend.timers import add_seconds
 from dycore.errors import SolverDivergedError
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS, get_rank_kernels
-from dycore.parallel.overlap import (interior_first, leading_interior, local_relabel,
-                                     permute_rows, relabel_plan, split_rows)
+from dycore.parallel.overlap import interior_first, leading_interior, renumber, split_rows
 from dycore.parallel.device_replay import ReplayedSolve
 
 __all__ = ["DeviceRankPCG", "PRECONDITIONERS", "REDUCTIONS", "get_krylov_kernels",
@@ -363,9 +362,7 @@ class DeviceRankPCG(ReplayedSolve):
             order, _ = interior_first(ptr, cols, n)
             if not np.array_equal(order, np.arange(n)):
                 self.order = order
-                new = local_relabel(order, nl)
-                ptr, cols, vals = permute_rows(ptr, cols, vals, order, new)
-                plan = relabel_plan(plan, new)
+                plan, ptr, cols, vals = renumber(plan, ptr, cols, vals, order, order)
         self.b, self.t, self.plan = backend, transport, plan
         self.reduction, self.precond, self.name = reduction, precond, name
         self.check_every = max(1, int(check_every))

@@ -29,7 +29,7 @@ import numpy as np
 from dycore.parallel.partition import HaloPlan
 
 __all__ = ["interior_first", "leading_interior", "local_relabel", "permute_rows", "reads_ghost",
-           "relabel_plan", "split_rows"]
+           "relabel_plan", "renumber", "split_rows"]
 
 
 def interior_first(indptr, indices, n_owned: int) -> tuple[np.ndarray, int]:
@@ -51,28 +51,34 @@ def interior_first(indptr, indices, n_owned: int) -> tuple[np.ndarray, int]:
     ------
     ValueError when indptr does not have n_owned + 1 entries.
     """
-    has_ghost = reads_ghost(indptr, indices, n_owned)
+    has_ghost = _owned_rows_reading_ghosts(indptr, indices, n_owned)
     order = np.concatenate([np.flatnonzero(~has_ghost), np.flatnonzero(has_ghost)])
     return order.astype(np.int64), int(n_owned - np.count_nonzero(has_ghost))
 
 
-def reads_ghost(indptr, indices, n_owned: int) -> np.ndarray:
-    """(n_owned,) bool: which owned rows read a ghost column (arguments as
-    :func:`interior_first`, which raises the same ValueError)."""
+def reads_ghost(indptr, indices, first_ghost: int) -> np.ndarray:
+    """(n_rows,) bool: which rows of a CSR block (indptr (n_rows+1,), indices (nnz,)) read a
+    column ≥ ``first_ghost`` (a ghost: the owned columns come first). The CPU ranks'
+    :class:`~dycore.parallel.spmv.DistributedMatrix` splits its rows by it too."""
     indptr = np.asarray(indptr, np.int64)
-    if indptr.size != n_owned + 1:
-        raise ValueError(f"interior rows: indptr has {indptr.size} entries for {n_owned} "
-                         "owned rows")
-    ghost = np.asarray(indices, np.int64)[:indptr[-1]] >= n_owned
-    has_ghost = np.zeros(n_owned, bool)
-    has_ghost[np.repeat(np.arange(n_owned), np.diff(indptr))[ghost]] = True
-    return has_ghost
+    ghost = np.asarray(indices, np.int64)[:indptr[-1]] >= first_ghost
+    rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    return np.bincount(rows[ghost], minlength=indptr.size - 1) > 0
+
+
+def _owned_rows_reading_ghosts(indptr, indices, n_owned: int) -> np.ndarray:
+    """:func:`reads_ghost` of a rank's owned rows (ValueError unless indptr has n_owned + 1
+    entries)."""
+    if np.asarray(indptr).size != n_owned + 1:
+        raise ValueError(f"interior rows: indptr has {np.asarray(indptr).size} entries for "
+                         f"{n_owned} owned rows")
+    return reads_ghost(indptr, indices, n_owned)
 
 
 def leading_interior(indptr, indices, n_owned: int) -> int:
     """How many owned rows, from the first, read no ghost column: the rows a product can sum
     before its halo exchange has landed, in the numbering as it is."""
-    has_ghost = reads_ghost(indptr, indices, n_owned)
+    has_ghost = _owned_rows_reading_ghosts(indptr, indices, n_owned)
     return int(np.argmax(has_ghost)) if has_ghost.any() else int(n_owned)
 
 
@@ -89,17 +95,12 @@ def permute_rows(indptr, indices, values, row_order=None, col_new=None):
     """A CSR matrix with its rows taken in ``row_order`` (None: as they are) and its column ids
     mapped through ``col_new`` (old → new; None: kept); each row's entries stay in their
     order. Returns (indptr int64, indices int64, values float64)."""
+    from dycore.parallel.spmv import row_subset        # (spmv imports this module)
     indptr = np.asarray(indptr, np.int64)
     indices = np.asarray(indices, np.int64)
     values = np.asarray(values, np.float64)
     if row_order is not None:
-        row_order = np.asarray(row_order, np.int64)
-        start, length = indptr[row_order], np.diff(indptr)[row_order]
-        new_ptr = np.zeros(row_order.size + 1, np.int64)
-        np.cumsum(length, out=new_ptr[1:])
-        take = (np.repeat(start - new_ptr[:-1], length) +
-                np.arange(int(new_ptr[-1]), dtype=np.int64))
-        indptr, indices, values = new_ptr, indices[take], values[take]
+        indptr, indices, values = row_subset(indptr, indices, values, row_order)
     if col_new is not None:
         indices = np.asarray(col_new, np.int64)[indices]
     return indptr, indices, values
@@ -112,6 +113,21 @@ def relabel_plan(plan: HaloPlan, new) -> HaloPlan:
     return HaloPlan(plan.depth, plan.n_local, plan.neighbours,
                     {q: new[np.asarray(v, np.int64)] for q, v in plan.send.items()},
                     dict(plan.recv))
+
+
+def renumber(plan: HaloPlan, indptr, indices, values, rows=None, cols=None):
+    """A rank's block and its halo plan in another numbering of the owned ids.
+
+    rows : order of the owned rows of the block's row level (order[new] = old), or None
+    cols : the same for the level of its columns (the plan's owned ids), or None
+    Returns (plan, indptr, indices, values): rows taken in ``rows``, owned columns and the
+    plan's sent ids relabelled by ``cols`` (:func:`permute_rows`, :func:`local_relabel`,
+    :func:`relabel_plan`); the arrays as given (no copy) when both are None."""
+    if rows is None and cols is None:
+        return plan, indptr, indices, values
+    new = None if cols is None else local_relabel(cols, int(plan.n_local))
+    indptr, indices, values = permute_rows(indptr, indices, values, rows, new)
+    return (plan if new is None else relabel_plan(plan, new)), indptr, indices, values
 
 
 def split_rows(matrix, n_interior: int):

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dycore.parallel.halo import HaloExchange
+from dycore.parallel.overlap import reads_ghost
 
 __all__ = ["DistributedMatrix", "row_subset"]
 
@@ -81,8 +82,7 @@ class DistributedMatrix:
         self.comm, self.plan = comm, plan
         self.n_owned = indptr.size - 1
         self.n_cols = self.n_owned if n_owned_cols is None else int(n_owned_cols)
-        rows = np.repeat(np.arange(self.n_owned), np.diff(indptr))
-        has_ghost = np.bincount(rows[indices >= self.n_cols], minlength=self.n_owned) > 0
+        has_ghost = reads_ghost(indptr, indices, self.n_cols)
         self.interior = np.flatnonzero(~has_ghost)
         self.boundary = np.flatnonzero(has_ghost)
         self.n_interior, self.n_boundary = self.interior.size, self.boundary.size

@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sps
 
 from dycore.parallel.overlap import (interior_first, leading_interior, local_relabel,
-                                     permute_rows, reads_ghost, relabel_plan, split_rows)
+                                     permute_rows, reads_ghost, relabel_plan, renumber,
+                                     split_rows)
 from dycore.parallel.partition import HaloPlan
 
 
@@ -65,6 +66,12 @@ def test_renumbered_rows_keep_every_rows_bits_and_the_halo_sends_the_same_values
     moved = relabel_plan(plan, new)
     assert np.array_equal(x2[moved.send[1]], x[plan.send[1]])
     assert np.array_equal(moved.recv[1], plan.recv[1]) and moved.n_local == nl
+    # renumber: the three in one call; nothing to renumber returns the arrays themselves
+    p3, *arrays = renumber(plan, ptr, idx, val, order, order)
+    assert all(np.array_equal(u, v) for u, v in zip(arrays, (p2, i2, v2)))
+    assert np.array_equal(p3.send[1], moved.send[1])
+    same = renumber(plan, ptr, idx, val)
+    assert same[0] is plan and all(u is v for u, v in zip(same[1:], (ptr, idx, val)))
 
 
 def test_split_rows_cover_every_row_once():
