@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dycore.parallel.rowmatrix import matrix_from_block, row_blocks
+from dycore.parallel.partition import row_subset
+from dycore.parallel.rowmatrix import ColumnPlan, matrix_from_block, row_blocks
 
 __all__ = ["DistributedVCycle", "coarse_owners", "rank_pieces", "whole_from"]
 
@@ -76,8 +77,6 @@ def _whole_block(a, rows_mask=None) -> tuple:
     """The :func:`~dycore.parallel.rowmatrix.row_blocks` piece of ``a`` for a rank holding
     every column (global column ids, no halo): all rows, or the rows where ``rows_mask`` is
     True."""
-    from dycore.parallel.rowmatrix import ColumnPlan
-    from dycore.parallel.spmv import row_subset
     a = a.tocsr()
     rows = np.arange(a.shape[0]) if rows_mask is None else np.flatnonzero(rows_mask)
     ptr, idx, val = row_subset(a.indptr, a.indices, a.data, rows)

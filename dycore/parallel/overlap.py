@@ -26,7 +26,7 @@ import copy
 
 import numpy as np
 
-from dycore.parallel.partition import HaloPlan
+from dycore.parallel.partition import HaloPlan, row_subset
 
 __all__ = ["interior_first", "leading_interior", "local_relabel", "permute_rows", "reads_ghost",
            "relabel_plan", "renumber", "split_rows"]
@@ -95,7 +95,6 @@ def permute_rows(indptr, indices, values, row_order=None, col_new=None):
     """A CSR matrix with its rows taken in ``row_order`` (None: as they are) and its column ids
     mapped through ``col_new`` (old → new; None: kept); each row's entries stay in their
     order. Returns (indptr int64, indices int64, values float64)."""
-    from dycore.parallel.spmv import row_subset        # (spmv imports this module)
     indptr = np.asarray(indptr, np.int64)
     indices = np.asarray(indices, np.int64)
     values = np.asarray(values, np.float64)

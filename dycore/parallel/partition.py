@@ -38,6 +38,7 @@ __all__ = [
     "metis_partition",
     "owned_row_order",
     "partition_mesh",
+    "row_subset",
 ]
 
 #: ghost layers kept: 2 covers the second-order pattern of the pressure matrix
@@ -342,3 +343,24 @@ def owned_row_order(local_indptr: np.ndarray, local_indices: np.ndarray, rp: Ran
     rows = np.repeat(np.arange(rp.n_owned), np.diff(np.asarray(local_indptr[:rp.n_owned + 1])))
     gcol = rp.l2g[np.asarray(local_indices[:end], np.int64)]
     return np.lexsort((gcol, rows)).astype(np.int64)
+
+
+def row_subset(indptr, indices, values, rows):
+    """Rows ``rows`` of a CSR / BCSR matrix, entry order kept (no sorting).
+
+    Parameters
+    ----------
+    indptr : (n+1,) int; indices : (nnz,) int; values : (nnz,) or (nnz, b, b)
+    rows : (m,) int
+
+    Returns
+    -------
+    (indptr (m+1,) int64, indices (nnz_m,) int64, values (nnz_m, ...))
+    """
+    indptr = np.asarray(indptr, np.int64)
+    rows = np.asarray(rows, np.int64)
+    lens = indptr[rows + 1] - indptr[rows]
+    ptr = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    pos = np.repeat(indptr[rows] - ptr[:-1], lens) + np.arange(ptr[-1], dtype=np.int64)
+    return ptr, np.asarray(indices, np.int64)[pos], np.asarray(values)[pos]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dycore.parallel.spmv import DistributedMatrix, row_subset
+from dycore.parallel.partition import row_subset
+from dycore.parallel.spmv import DistributedMatrix
 
 __all__ = ["ColumnPlan", "distribute_rows", "matrix_from_block", "row_blocks"]
 

@@ -16,29 +16,9 @@ import scipy.sparse as sp
 
 from dycore.parallel.halo import HaloExchange
 from dycore.parallel.overlap import reads_ghost
+from dycore.parallel.partition import row_subset
 
-__all__ = ["DistributedMatrix", "row_subset"]
-
-
-def row_subset(indptr, indices, values, rows):
-    """Rows ``rows`` of a CSR / BCSR matrix, entry order kept (no sorting).
-
-    Parameters
-    ----------
-    indptr : (n+1,) int; indices : (nnz,) int; values : (nnz,) or (nnz, b, b)
-    rows : (m,) int
-
-    Returns
-    -------
-    (indptr (m+1,) int64, indices (nnz_m,) int64, values (nnz_m, ...))
-    """
-    indptr = np.asarray(indptr, np.int64)
-    rows = np.asarray(rows, np.int64)
-    lens = indptr[rows + 1] - indptr[rows]
-    ptr = np.zeros(rows.size + 1, np.int64)
-    np.cumsum(lens, out=ptr[1:])
-    pos = np.repeat(indptr[rows] - ptr[:-1], lens) + np.arange(ptr[-1], dtype=np.int64)
-    return ptr, np.asarray(indices, np.int64)[pos], np.asarray(values)[pos]
+__all__ = ["DistributedMatrix"]
 
 
 class DistributedMatrix:

@@ -103,7 +103,7 @@ def _serial(s, what):
 def test_owned_rows_times_local_vector_equal_serial_spmv_bitwise(systems, k, what):
     """The rows each rank keeps, multiplied by its local vector (owned + ghosts), are the
     serial SciPy product's rows bit for bit (the distributed SpMV without the messages)."""
-    from dycore.parallel.spmv import row_subset  # noqa: F401  (module imports without MPI)
+    from dycore.parallel.spmv import DistributedMatrix  # noqa: F401  (module imports without MPI)
     s = systems
     a, x, depth = _serial(s, what)
     y = (a @ x.ravel()).reshape(x.shape)
