@@ -112,8 +112,8 @@ def worker(args) -> None:
         cfg = _config(args)
         reduction = default_reduction(cfg) if args.reduction == "auto" else args.reduction
         if args.halo_buffers:       # every exchange through the pack / unpack buffers (A/B)
-            import dycore.parallel.device_halo as device_halo
-            device_halo._run_starts = lambda idx_lists: None
+            from dycore.parallel.device_halo import DeviceHaloExchange
+            DeviceHaloExchange.allow_in_place = False
         sim = GpuRankSimulation(cfg, comm, reduction=reduction, transport=args.transport,
                                 global_amg=args.global_amg,     # (None: the default)
                                 replicate_below=args.replicate_below,

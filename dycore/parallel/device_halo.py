@@ -70,8 +70,16 @@ class DeviceHaloExchange:
     values_sent, values_received : int — float64 values moved per exchange by this rank
     send_in_place, recv_in_place : bool — NCCL reads the owned values from / writes the ghost
         values into the vector itself (no pack / unpack kernel): every neighbour's ids are
-        one run of consecutive local ids
+        one run of consecutive local ids; the pack / unpack buffers exist only on a side
+        that is not in place
+
+    ``DeviceHaloExchange.allow_in_place = False`` (a class switch, read when an exchange is
+    built) sends every exchange through the buffers: the A/B of
+    ``scripts/gpu_ranks_check.py --halo-buffers``.
     """
+
+    #: build exchanges that send / receive in place where the ids allow it
+    allow_in_place: bool = True
 
     def __init__(self, backend, transport, plan, block: int = 1, overlap: bool = False):
         self.b, self.t, self.plan, self.block = backend, transport, plan, int(block)
@@ -83,25 +91,33 @@ class DeviceHaloExchange:
         send = [np.asarray(plan.send.get(q, np.zeros(0, np.int64)), np.int64) for q in peers]
         recv = [np.asarray(plan.recv.get(q, np.zeros(0, np.int64)), np.int64) for q in peers]
         bs = self.block
-        self.send_idx = backend.to_device(np.concatenate(send) if send else np.zeros(0, np.int64))
-        self.recv_idx = backend.to_device(np.concatenate(recv) if recv else np.zeros(0, np.int64))
-        self.sbuf = backend.zeros(int(self.send_idx.shape[0]) * bs)
-        self.rbuf = backend.zeros(int(self.recv_idx.shape[0]) * bs)
         so = np.cumsum([0] + [s.size * bs for s in send])
         ro = np.cumsum([0] + [r.size * bs for r in recv])
-        self._sends = [(q, self.sbuf[so[i]:so[i + 1]]) for i, q in enumerate(peers)
-                       if so[i + 1] > so[i]]
-        self._recvs = [(q, self.rbuf[ro[i]:ro[i + 1]]) for i, q in enumerate(peers)
-                       if ro[i + 1] > ro[i]]
         self.values_sent, self.values_received = int(so[-1]), int(ro[-1])
         # (peer, first value, values) of the messages that go from / into the vector itself
-        starts = _run_starts(send), _run_starts(recv)
+        starts = ((_run_starts(send), _run_starts(recv)) if self.allow_in_place
+                  else (None, None))
         self.send_in_place, self.recv_in_place = (s is not None for s in starts)
         self._send_runs, self._recv_runs = (
             None if st is None else [(q, st[i] * bs, len(ids[i]) * bs)
                                      for i, q in enumerate(peers) if len(ids[i])]
             for st, ids in zip(starts, (send, recv)))
+        # the pack / unpack buffers and their index lists, only on a side not in place
+        self._sends = self._recvs = None
+        if not self.send_in_place:
+            self.send_idx, self.sbuf, self._sends = self._buffers(send, so, peers)
+        if not self.recv_in_place:
+            self.recv_idx, self.rbuf, self._recvs = self._buffers(recv, ro, peers)
         self._open = False
+
+    def _buffers(self, ids, offsets, peers):
+        """Device index list, buffer and per-peer buffer slices of one side of the exchange."""
+        b = self.b
+        idx = b.to_device(np.concatenate(ids) if ids else np.zeros(0, np.int64))
+        buf = b.zeros(int(offsets[-1]))
+        views = [(q, buf[offsets[i]:offsets[i + 1]]) for i, q in enumerate(peers)
+                 if offsets[i + 1] > offsets[i]]
+        return idx, buf, views
 
     def _check(self, x) -> None:
         want = (self.plan.n_local,) + (() if self.block == 1 else (self.block,))

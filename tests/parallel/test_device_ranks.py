@@ -122,7 +122,12 @@ def test_exact_reducer_is_fsum_on_any_rank_count(backend, k):
 @pytest.mark.parametrize("k", (2, 3, 4))
 @pytest.mark.parametrize("depth", (1, 2))
 @pytest.mark.parametrize("block", (1, 3))
-def test_device_halo_fills_every_ghost_from_its_owner(backend, systems, k, depth, block):
+@pytest.mark.parametrize("in_place", (True, False))
+def test_device_halo_fills_every_ghost_from_its_owner(backend, systems, k, depth, block,
+                                                      in_place, monkeypatch):
+    """Every ghost gets its owner's value, in place (NCCL into the vector where the ids run)
+    or through the pack / unpack buffers (``allow_in_place`` off, the A/B switch)."""
+    monkeypatch.setattr(DeviceHaloExchange, "allow_in_place", in_place)
     s = systems
     n = s["nnodes"]
     part = metis_partition(s["indptr"], s["indices"], k)
@@ -144,8 +149,11 @@ def test_device_halo_fills_every_ghost_from_its_owner(backend, systems, k, depth
     for rp, h, x in zip(rps, halos, xs):
         assert np.array_equal(x, glob[rp.l2g[:x.shape[0]]])      # owned kept, ghosts filled
         assert h.values_received == (x.shape[0] - rp.n_owned) * block
-        if k == 2:            # one neighbour: its ghosts are one run, received in place
-            assert h.recv_in_place and h.values_received > 0
+        if k == 2 and in_place:     # one neighbour: its ghosts are one run, received in place
+            assert h.recv_in_place and h.values_received > 0 and not hasattr(h, "rbuf")
+        if not in_place:
+            assert not (h.send_in_place or h.recv_in_place)
+            assert h.rbuf.shape[0] == h.values_received and h.sbuf.shape[0] == h.values_sent
     with pytest.raises(ValueError, match="float64 of shape"):
         halos[0].begin(np.zeros(3))
 
