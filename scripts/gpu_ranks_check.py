@@ -4,7 +4,7 @@
         [--reduction auto|exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
         [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
         [--mesh-one NX NY NZ] [--weak NX NY NZ] [--factorisation distributed|replicated]
-        [--ab-graphs] [--ab-reductions] [--ab-tracers] [--serial exact,auto] [--json out.json]
+        [--ab-graphs] [--ab-reductions | --ab-recapture] [--ab-tracers] [--serial exact,auto] [--json out.json]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -31,7 +31,9 @@ their budgets), one more warm-up and as many steps with the iterations issued fr
 (``stepper.graphs.enabled = False``, the solves replaying their own graphs), in the same
 processes: the step time and stage timers of both. ``--ab-reductions``: then two more steps
 and as many timed ones, captured again, with the rank BiCGStab's s·s reduced on its own (four
-reductions per iteration against the default three; the same iterates). ``--ab-tracers``:
+reductions per iteration against the default three; the same iterates); ``--ab-recapture``
+is its control: the same dropped budgets and graphs, learnt and captured again, with s·s still
+reduced with t·s and t·t. ``--ab-tracers``:
 then two more steps and as many timed ones with θ′ and q_v each solved on its own (the
 default solves them together, one solve of two right-hand sides; the same bits): the step
 time, tracer iterations and stage timers of both. ``--serial R[,R]``:
@@ -106,6 +108,10 @@ def worker(args) -> None:
     from dycore.parallel.mpi import abort_on_error, world
     from mpi4py import MPI
     comm = world()
+    if args.timeout > 60:     # a hang: every rank's Python stacks, read back by _launch
+        import faulthandler
+        stacks = open(f"{args.out}.rank{comm.rank}.stacks", "w")
+        faulthandler.dump_traceback_later(args.timeout - 30, file=stacks)
     with abort_on_error(comm):
         t0 = time.perf_counter()
         from dycore.parallel.run import default_reduction
@@ -169,9 +175,9 @@ def worker(args) -> None:
             plain_halo = comm.allreduce(t.bytes_sent - b1, op=MPI.SUM) / args.steps
             sim.stepper.graphs.enabled = True
         four = []
-        if args.ab_reductions and args.steps:  # BiCGStab with s·s reduced on its own
-            for s in sim.systems.solvers.values():
-                s.set_merged(False)
+        if (args.ab_reductions or args.ab_recapture) and args.steps:
+            for s in sim.systems.solvers.values():   # s·s on its own, or (the control)
+                s.set_merged(not args.ab_reductions)  # merged as before: budgets re-learnt
             sim.stepper.graphs.clear()
             for _ in range(2):                  # checked (budgets learnt), then captured
                 sim.step()
@@ -276,11 +282,14 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
     cmd = [_mpiexec(), "-n", str(k), *shlex.split(args.mpiexec_args or ""), sys.executable,
            str(Path(__file__).resolve()), "--worker",
            args.config, "--out", out, "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--reduction", args.reduction, "--transport", args.transport]
+           "--reduction", args.reduction, "--transport", args.transport,
+           "--timeout", str(args.timeout)]     # (each rank dumps its stacks 30 s before)
     if args.ab_graphs:
         cmd.append("--ab-graphs")
     if args.ab_reductions:
         cmd.append("--ab-reductions")
+    if args.ab_recapture:
+        cmd.append("--ab-recapture")
     if args.ab_tracers:
         cmd.append("--ab-tracers")
     if args.global_amg is not None:
@@ -303,14 +312,18 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd += ["--mesh", *map(str, mesh)]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    stem = out
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=args.timeout, check=False)
     except subprocess.TimeoutExpired as exc:     # what the ranks printed says where they were
         out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
                     for x in (exc.stdout, exc.stderr))
+        stacks = "".join(f"\n-- rank {r}'s stacks {args.timeout - 30:g} s in:\n"
+                         + Path(f"{stem}.rank{r}.stacks").read_text()[-4000:]
+                         for r in range(k) if Path(f"{stem}.rank{r}.stacks").exists())
         return None, (f"mpiexec -n {k} ran past --timeout {args.timeout:g} s; its output "
-                      f"so far:\n{out[-3000:]}\n{err[-3000:]}")
+                      f"so far:\n{out[-3000:]}\n{err[-3000:]}{stacks}")
     if proc.returncode != 0:
         return None, f"mpiexec -n {k} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     res = json.loads(Path(out + ".json").read_text())
@@ -423,7 +436,12 @@ def main(argv=None) -> int:
                    help="then as many steps (captured again) with the rank BiCGStab's s·s "
                         "reduced on its own: four reductions per iteration against three "
                         "(2026-11-28: hangs over NCCL on separate GPUs after the timed "
-                        "steps, not yet found; pass --timeout)")
+                        "steps, not yet found; pass --timeout: a run past it reports every "
+                        "rank's Python stacks; --ab-recapture is the control)")
+    p.add_argument("--ab-recapture", action="store_true",
+                   help="the control of --ab-reductions: the BiCGStab budgets and graphs "
+                        "dropped, learnt and captured again, s·s still merged (three "
+                        "reductions); its steps are reported as four_reductions' are")
     p.add_argument("--ab-tracers", action="store_true",
                    help="then two more steps and as many timed ones (captured again) with "
                         "θ′ and q_v each solved on its own instead of in one solve of two "
