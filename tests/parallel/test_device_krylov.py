@@ -101,11 +101,11 @@ def test_jacobi_exact_is_the_cpu_ranks_cg_bit_for_bit(backend, problem, k, overl
                                            "allreduce": 3 * 8 * NPARTS}
 
 
-def test_interior_first_numbering_gives_the_same_bits(backend, systems):
-    """On the 245-node mesh two ranks have interior rows scattered among the boundary ones, so
+def test_interior_first_numbering_gives_the_same_bits(backend, small_systems):
+    """On the 75-node mesh both ranks have interior rows scattered among the boundary ones, so
     overlap renumbers the owned rows (b permuted in, x back out) and splits A p: the solution
     is still the CPU's cg bit for bit, in the caller's numbering."""
-    big = _pressure_problem(systems)
+    big = _pressure_problem(small_systems)
     x, its, solvers = _solve(backend, big, 2, overlap=True)
     assert all(sv.order is not None and 0 < sv.n_interior < sv.n_owned for sv in solvers)
     assert its == [big.its_cpu] * 2 and np.array_equal(x, big.x_cpu)
