@@ -312,18 +312,17 @@ def _launch(args, k: int, out: str, mesh=None) -> tuple[dict | None, str]:
         cmd += ["--mesh", *map(str, mesh)]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    stem = out
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=args.timeout, check=False)
     except subprocess.TimeoutExpired as exc:     # what the ranks printed says where they were
-        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-                    for x in (exc.stdout, exc.stderr))
+        printed, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                        for x in (exc.stdout, exc.stderr))
         stacks = "".join(f"\n-- rank {r}'s stacks {args.timeout - 30:g} s in:\n"
-                         + Path(f"{stem}.rank{r}.stacks").read_text()[-4000:]
-                         for r in range(k) if Path(f"{stem}.rank{r}.stacks").exists())
+                         + Path(f"{out}.rank{r}.stacks").read_text()[-4000:]
+                         for r in range(k) if Path(f"{out}.rank{r}.stacks").exists())
         return None, (f"mpiexec -n {k} ran past --timeout {args.timeout:g} s; its output "
-                      f"so far:\n{out[-3000:]}\n{err[-3000:]}{stacks}")
+                      f"so far:\n{printed[-3000:]}\n{err[-3000:]}{stacks}")
     if proc.returncode != 0:
         return None, f"mpiexec -n {k} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     res = json.loads(Path(out + ".json").read_text())
