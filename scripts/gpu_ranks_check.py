@@ -202,6 +202,7 @@ def worker(args) -> None:
                 "peak_host_mb_after_setup": peak_setup, "peak_host_mb": peak,
                 "halo_bytes_per_step": halo_bytes, "halo_host_s_per_step": halo_s,
                 "transport": type(t).__name__, "device": sim.backend.describe(),
+                "nccl_stream_ordered": getattr(t, "stream_ordered", None),
                 "reduction": reduction,
                 "halo_values_rank0": int(sim.halo_values_per_exchange),
                 "pressure_method": sim.systems.pressure_method,

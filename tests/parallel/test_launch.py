@@ -143,6 +143,18 @@ def test_the_transport_of_one_rank_moves_nothing_and_reduces_to_itself():
         t.allreduce(a, "min")
 
 
+@pytest.mark.parametrize("given, ordered", ((None, True), ("0", True), ("1", False),
+                                             (" 0 ", True)))
+def test_nccl_runs_stream_ordered_unless_the_user_turned_graph_mixing_on(given, ordered):
+    """NcclTransport sets NCCL_GRAPH_MIXING_SUPPORT=0 before its communicator is made, and
+    keeps a value the user set (the A/B: NCCL_GRAPH_MIXING_SUPPORT=1)."""
+    from dycore.parallel.nccl import GRAPH_MIXING, stream_ordered_nccl
+    env = {"PATH": "/bin"} if given is None else {"PATH": "/bin", GRAPH_MIXING: given}
+    assert stream_ordered_nccl(env) is ordered
+    assert env[GRAPH_MIXING] == ("0" if given is None else given)
+    assert env["PATH"] == "/bin"
+
+
 def test_one_gpu_with_exact_dots_names_the_setting_when_the_rank_solvers_lack_a_solver():
     """backend.reduction: exact on one GPU takes the GPU ranks' solvers: a pressure
     preconditioner they lack ('none') is a ConfigError naming both keys, not a traceback."""
