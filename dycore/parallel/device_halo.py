@@ -64,6 +64,8 @@ class DeviceHaloExchange:
     block : int — values per node (1: scalar fields, 3: velocity)
     overlap : post the messages on :func:`comm_branch` (module docstring): the caller may run
         kernels that do not touch the ghosts between :meth:`begin` and :meth:`end`
+    in_place : the sides that may go in place, a subset of ("send", "recv"); None: both
+        when :attr:`allow_in_place`, else neither (the message benchmark times each side)
 
     Attributes
     ----------
@@ -81,7 +83,8 @@ class DeviceHaloExchange:
     #: build exchanges that send / receive in place where the ids allow it
     allow_in_place: bool = True
 
-    def __init__(self, backend, transport, plan, block: int = 1, overlap: bool = False):
+    def __init__(self, backend, transport, plan, block: int = 1, overlap: bool = False,
+                 in_place=None):
         self.b, self.t, self.plan, self.block = backend, transport, plan, int(block)
         self.branch = comm_branch(backend) if overlap else None
         self.k = get_rank_kernels(getattr(backend, "strict", False))
@@ -95,8 +98,13 @@ class DeviceHaloExchange:
         ro = np.cumsum([0] + [r.size * bs for r in recv])
         self.values_sent, self.values_received = int(so[-1]), int(ro[-1])
         # (peer, first value, values) of the messages that go from / into the vector itself
-        starts = ((_run_starts(send), _run_starts(recv)) if self.allow_in_place
-                  else (None, None))
+        sides = (("send", "recv") if self.allow_in_place else ()) if in_place is None \
+            else tuple(in_place)
+        if not set(sides) <= {"send", "recv"}:
+            raise ValueError(f"device halo exchange: in_place sides must be among 'send' and "
+                             f"'recv', got {in_place!r}")
+        starts = tuple(_run_starts(ids) if side in sides else None
+                       for side, ids in (("send", send), ("recv", recv)))
         self.send_in_place, self.recv_in_place = (s is not None for s in starts)
         self._send_runs, self._recv_runs = (
             None if st is None else [(q, st[i] * bs, len(ids[i]) * bs)

@@ -68,16 +68,13 @@ def main() -> None:
     x, y = b.to_device(rng.standard_normal(n + g)), b.zeros(n)
     ctl = b.zeros(16)
     nb = b.nb
-    plain = DeviceHaloExchange(b, t, plan, 1)
-    plain.send_in_place = plain.recv_in_place = False     # pack, send/recv, unpack
-    recv_only = DeviceHaloExchange(b, t, plan, 1)
-    recv_only.send_in_place = False                       # pack, send/recv into the vector
-    in_place = DeviceHaloExchange(b, t, plan, 1)          # send/recv from/into the vector
-    ovl = DeviceHaloExchange(b, t, plan, 1, overlap=True)
-    ovl.send_in_place = ovl.recv_in_place = False
+    plain = DeviceHaloExchange(b, t, plan, 1, in_place=())      # pack, send/recv, unpack
+    recv_only = DeviceHaloExchange(b, t, plan, 1, in_place=("recv",))   # no unpack
+    in_place = DeviceHaloExchange(b, t, plan, 1, in_place=("send", "recv"))    # neither
+    assert in_place.send_in_place and in_place.recv_in_place and recv_only.recv_in_place
+    ovl = DeviceHaloExchange(b, t, plan, 1, overlap=True, in_place=())
     from dycore.backend.streams import SideStream
-    ovl_hi = DeviceHaloExchange(b, t, plan, 1)
-    ovl_hi.send_in_place = ovl_hi.recv_in_place = False
+    ovl_hi = DeviceHaloExchange(b, t, plan, 1, in_place=())
     ovl_hi.branch = SideStream(b, priority=-100)   # (clamped to the highest)
     one = b.zeros(1)
     m = n - g

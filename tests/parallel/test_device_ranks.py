@@ -158,6 +158,35 @@ def test_device_halo_fills_every_ghost_from_its_owner(backend, systems, k, depth
         halos[0].begin(np.zeros(3))
 
 
+def test_an_exchange_may_go_in_place_on_one_side_only(backend, systems):
+    """``in_place=("recv",)`` (the message benchmark's middle case): received into the vector,
+    sent through the pack buffer, every ghost filled; a side that is not a side is refused."""
+    s = systems
+    n = s["nnodes"]
+    part = metis_partition(s["indptr"], s["indices"], 2)
+    rps = partition_mesh(s["tets"], n, s["indptr"], s["indices"], part)
+    world = LoopbackWorld(2)
+    glob = np.arange(n, dtype=np.float64) * 0.5 - 3.0
+    xs, halos = [], []
+    for rp in rps:
+        plan = rp.plan(1)
+        x = np.full(plan.n_local, np.nan)
+        x[:rp.n_owned] = glob[rp.owned]
+        xs.append(x)
+        halos.append(DeviceHaloExchange(backend, world.transport(rp.rank), plan, 1,
+                                        in_place=("recv",)))
+    for h, x in zip(halos, xs):
+        h.begin(x)
+    for h, x in zip(halos, xs):
+        h.end(x)
+    for rp, h, x in zip(rps, halos, xs):
+        assert np.array_equal(x, glob[rp.l2g[:x.shape[0]]])
+        assert h.recv_in_place and not h.send_in_place
+        assert h.sbuf.shape[0] == h.values_sent > 0 and not hasattr(h, "rbuf")
+    with pytest.raises(ValueError, match="'send' and 'recv'"):
+        DeviceHaloExchange(backend, world.transport(0), rps[0].plan(1), 1, in_place=("both",))
+
+
 @pytest.mark.parametrize("k", (2, 3))
 def test_device_owned_rows_product_is_the_serial_product(backend, systems, k):
     """C u, Cᵀ p (random values on the first-order pattern) and the pinned pressure matrix
