@@ -232,8 +232,7 @@ class DeviceRankBiCGStab(ReplayedSolve):
         dropped: the next solve is checked and learns its budget again (the caller clears
         the stepper's captured iterations)."""
         self.merged = bool(merged)
-        self._first = self._more = None
-        self.budget = 0
+        self.drop_graphs()
 
     # -- helpers -----------------------------------------------------------------------------
     def _nb(self, a):

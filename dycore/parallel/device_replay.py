@@ -92,6 +92,15 @@ class ReplayedSolve:
         self.b.launch(self.la.k.accumulate, (1, 1), self.b.nb(self.ctl), self.b.nb(stats),
                       int(slot))
 
+    def drop_graphs(self) -> None:
+        """Forget the replay graphs and the learnt budget: the next solve is checked and
+        learns its budget again. :meth:`GpuRankSimulation.close` calls it, so that a solver
+        still referenced elsewhere keeps no CUDA graph, and with it no NCCL communicator,
+        alive (NCCL destroys a communicator only once every graph that captured its
+        operations is gone)."""
+        self._first = self._more = None
+        self.budget = 0
+
     @property
     def inline_ready(self) -> bool:
         """Whether the solve can be issued inline: graphs on, a capturable transport and a

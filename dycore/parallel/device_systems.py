@@ -259,12 +259,21 @@ class DeviceDistributedSystems:
                 overlap=overlap,
                 **{k: v for k, v in ro.items() if k.startswith(("exact_", "sum_"))})
 
+    def _replayed_solvers(self) -> list:
+        """The iterative solvers that replay graphs (each BiCGStab, and the pressure CG)."""
+        return list(self.solvers.values()) + ([self.pcg] if self.pcg is not None else [])
+
+    def drop_graphs(self) -> None:
+        """Every solver forgets its replay graphs and budgets (the next solves are checked)."""
+        for s in self._replayed_solvers():
+            s.drop_graphs()
+
     @property
     def graph_ready(self) -> bool:
         """Whether a whole Picard iteration may be captured on this rank: graphs on, a
         capturable transport, a verified step behind, and every iterative solve's budget
         learnt (the same answer on every rank: the budgets and verdicts are global)."""
-        solvers = list(self.solvers.values()) + ([self.pcg] if self.pcg is not None else [])
+        solvers = self._replayed_solvers()
         return (bool(getattr(self.b, "graphs", False)) and not self.check
                 and bool(getattr(self.t, "capturable", False))
                 and all(s.inline_ready for s in solvers))

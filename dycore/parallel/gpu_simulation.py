@@ -490,8 +490,8 @@ class GpuRankSimulation(DistributedSimulation):
 
     def close(self) -> None:
         """End the rank's GPU work: every rank calls it (a barrier), after its last use of the
-        simulation; later calls do nothing. The objects that hold CUDA graphs (stepper,
-        solvers, operators) are dropped, then :func:`~dycore.parallel.nccl.close_after_graphs`
+        simulation; later calls do nothing. The solvers' and the stepper's CUDA graphs are
+        released and the objects that hold graphs (stepper, solvers, operators) dropped, then :func:`~dycore.parallel.nccl.close_after_graphs`
         collects them and closes the transport (why the order matters: there)."""
         if self.stepper is None:
             return
@@ -500,6 +500,10 @@ class GpuRankSimulation(DistributedSimulation):
         direct = getattr(self.systems, "direct", None)
         if hasattr(direct, "close"):          # a factorisation over the ranks: its handle,
             direct.close()                    # then its own NCCL communicator
+        # the graphs go now, not when the last reference to their owner does: a solver kept
+        # by a caller (a loop variable) would otherwise keep the communicator from closing
+        self.systems.drop_graphs()
+        self.stepper.graphs.clear()
         self.stepper = self.systems = self.local_ops = None
         self.backend._ops = None
         close_after_graphs(self.backend, self.transport, self.comm.Barrier)

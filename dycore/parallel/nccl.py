@@ -37,13 +37,16 @@ the host and moved with mpi4py, so ``mpiexec -n K`` runs the GPU-rank code path 
 """
 from __future__ import annotations
 
+import logging
 import os
 from collections import deque
 
 import numpy as np
 
 __all__ = ["LoopbackWorld", "MpiStagedTransport", "NcclTransport", "SelfTransport",
-           "close_after_graphs", "stream_ordered_nccl"]
+           "captured_graphs_alive", "close_after_graphs", "stream_ordered_nccl"]
+
+log = logging.getLogger("dycore")
 
 #: NCCL's switch for captured and uncaptured operations in flight together (NCCL ≥ 2.13)
 GRAPH_MIXING = "NCCL_GRAPH_MIXING_SUPPORT"
@@ -379,6 +382,15 @@ def _check_allgather(send, recv, size: int) -> None:
                          f"dtype, got {recv.dtype} {tuple(recv.shape)}")
 
 
+def captured_graphs_alive() -> int:
+    """How many :class:`~dycore.backend.graphs.Graph` objects holding a captured CUDA graph
+    are still alive (reachable or not yet collected)."""
+    import gc
+
+    from dycore.backend.graphs import Graph
+    return sum(1 for o in gc.get_objects() if isinstance(o, Graph) and o.graph is not None)
+
+
 def close_after_graphs(backend, transport, barrier=None) -> None:
     """Close ``transport`` once the CUDA graphs that captured its operations are gone.
 
@@ -386,11 +398,18 @@ def close_after_graphs(backend, transport, barrier=None) -> None:
     are collected, the stream drained again, ``barrier()`` (the ranks' ``comm.Barrier``, when
     given) passed, and the transport closed where it has a ``close`` (NCCL: ``ncclCommDestroy``). Left to the
     interpreter's exit, the order is the garbage collector's: on two H200s (NCCL 2.28.9) both
-    ranks of a finished run hung there until killed, and with this order they exit. Our
-    reading: NCCL keeps the plan of every operation captured into a graph until that graph is
-    destroyed, and destroying the communicator waits for them."""
+    ranks of a finished run hung there until killed, and with this order they exit. NCCL
+    counts the graphs that captured a communicator's operations, and destroying it waits
+    until each of them is destroyed: a graph still referenced here (counted by
+    :func:`captured_graphs_alive` and logged as a warning) makes it wait for ever, as a
+    solver kept by a loop variable of ``scripts/gpu_ranks_check.py`` did on two H200s."""
     import gc
     gc.collect()
+    live = captured_graphs_alive()
+    if live:
+        log.warning("%d CUDA graph(s) that may hold NCCL operations are still referenced; "
+                    "destroying the NCCL communicator waits until they are gone (drop the "
+                    "references, e.g. to a solver of the simulation, before close())", live)
     backend.synchronize()
     if barrier is not None:
         barrier()

@@ -213,16 +213,20 @@ def test_closing_gpu_ranks_drops_the_graphs_before_the_transport():
         pass
 
     stepper = Holder()
+    stepper.graphs = types.SimpleNamespace(clear=lambda: events.append("iterations dropped"))
     weakref.finalize(stepper, events.append, "graphs released")
+    systems = Holder()                  # (its solvers may be referenced elsewhere: a caller's
+    systems.drop_graphs = lambda: events.append("solver graphs dropped")    # loop variable)
     sim = GpuRankSimulation.__new__(GpuRankSimulation)
     sim.backend = types.SimpleNamespace(synchronize=lambda: events.append("sync"), _ops=object())
     sim.comm = types.SimpleNamespace(Barrier=lambda: events.append("barrier"))
     sim.transport = types.SimpleNamespace(close=lambda: events.append("transport closed"))
-    sim.stepper, sim.systems, sim.local_ops = stepper, Holder(), Holder()
-    del stepper
+    sim.stepper, sim.systems, sim.local_ops = stepper, systems, Holder()
+    del stepper, systems
     sim.close()
     sim.close()
-    assert events == ["sync", "graphs released", "sync", "barrier", "transport closed"]
+    assert events == ["sync", "solver graphs dropped", "iterations dropped", "graphs released",
+                      "sync", "barrier", "transport closed"]
     assert sim.stepper is None and sim.systems is None and sim.backend._ops is None
 
     class Comm:
@@ -235,6 +239,39 @@ def test_closing_gpu_ranks_drops_the_graphs_before_the_transport():
     t.close()
     t.close()
     assert Comm.destroyed == 1 and t.comm is None
+
+
+def test_a_graph_still_referenced_at_close_is_named_before_the_communicator_waits(caplog):
+    """close_after_graphs counts the captured graphs still alive after collection and warns
+    (NCCL's destruction would wait for them); a solver's drop_graphs forgets its replay
+    graphs and budget, so a solver kept by a caller holds none."""
+    import logging
+    import types
+
+    from dycore.backend.graphs import Graph
+    from dycore.parallel.device_replay import ReplayedSolve
+    from dycore.parallel.nccl import captured_graphs_alive, close_after_graphs
+
+    base = captured_graphs_alive()
+    kept = Graph.__new__(Graph)
+    kept.graph = object()               # stands in for a captured CUDA graph
+    assert captured_graphs_alive() == base + 1
+    closed = []
+    backend = types.SimpleNamespace(synchronize=lambda: None)
+    with caplog.at_level(logging.WARNING, logger="dycore"):
+        close_after_graphs(backend, types.SimpleNamespace(close=lambda: closed.append(1)))
+    assert closed == [1]
+    assert f"{base + 1} CUDA graph(s)" in caplog.text and "still referenced" in caplog.text
+    del kept
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dycore"):
+        close_after_graphs(backend, types.SimpleNamespace(close=lambda: closed.append(2)))
+    assert closed == [1, 2] and (base > 0 or "still referenced" not in caplog.text)
+
+    solver = ReplayedSolve()
+    solver._first, solver._more, solver.budget = object(), object(), 12
+    solver.drop_graphs()
+    assert solver._first is None and solver._more is None and solver.budget == 0
 
 
 def test_the_transport_of_gpu_ranks_and_ranks_sharing_gpus(caplog):
