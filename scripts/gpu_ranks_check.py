@@ -352,6 +352,7 @@ def _slowest(ranks: list) -> dict:
 
 def _summary(res: dict) -> dict:
     return {"ranks": res["ranks"], "transport": res["transport"], "device": res["device"],
+            "nccl_stream_ordered": res.get("nccl_stream_ordered"),
             "reduction": res["reduction"],
             "mesh": res["mesh"], "tets": res["tets"], "nodes": res["nodes"],
             "setup_s": round(res["setup_s"], 2),
@@ -435,9 +436,7 @@ def main(argv=None) -> int:
     p.add_argument("--ab-reductions", action="store_true",
                    help="then as many steps (captured again) with the rank BiCGStab's s·s "
                         "reduced on its own: four reductions per iteration against three "
-                        "(2026-11-28: hangs over NCCL on separate GPUs after the timed "
-                        "steps, not yet found; pass --timeout: a run past it reports every "
-                        "rank's Python stacks; --ab-recapture is the control)")
+                        "(--ab-recapture is the control)")
     p.add_argument("--ab-recapture", action="store_true",
                    help="the control of --ab-reductions: the BiCGStab budgets and graphs "
                         "dropped, learnt and captured again, s·s still merged (three "
