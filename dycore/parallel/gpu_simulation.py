@@ -491,8 +491,9 @@ class GpuRankSimulation(DistributedSimulation):
     def close(self) -> None:
         """End the rank's GPU work: every rank calls it (a barrier), after its last use of the
         simulation; later calls do nothing. The solvers' and the stepper's CUDA graphs are
-        released and the objects that hold graphs (stepper, solvers, operators) dropped, then :func:`~dycore.parallel.nccl.close_after_graphs`
-        collects them and closes the transport (why the order matters: there)."""
+        released and the objects that hold graphs (stepper, solvers, operators) dropped, then
+        :func:`~dycore.parallel.nccl.close_after_graphs` collects them and closes the
+        transport (why the order matters: there)."""
         if self.stepper is None:
             return
         from dycore.parallel.nccl import close_after_graphs
