@@ -45,9 +45,9 @@ field from the K-rank and 1-rank runs (0 in every field with ``--deterministic``
 ``jacobi``: one GPU without MPI gives the GPU ranks' bits; exit status 1 otherwise).
 
 Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
-the median step time [ms], the halo kB per step (counted where the transport is called from
-Python: 0 in steps replayed from graphs; ``--ab-graphs`` reports those of its uncaptured
-steps), every rank's peak host memory (``ru_maxrss``,
+the median step time [ms], the halo kB per step sent by all ranks (the backend's
+``counters.halo_bytes``: an exchange captured in a graph counts at each replay; ``--ab-graphs``
+reports those of its uncaptured steps too, the same count), every rank's peak host memory (``ru_maxrss``,
 MB) after the set-up and after the steps, and for K ranks on the 1-rank mesh the max |diff| of
 every field from the 1-rank run after the same number of steps (0 in every field with
 ``--deterministic``, the exact reduction and pressure ``jacobi``: the same bits on any rank
@@ -150,11 +150,11 @@ def worker(args) -> None:
             return times, its
 
         sim.timers.reset()        # the stage timers cover the timed steps only
-        t = sim.transport
-        b0, s0 = t.bytes_sent, getattr(t, "seconds", None)
+        t, cnt = sim.transport, sim.backend.counters   # (captured exchanges: at each replay)
+        b0, s0 = cnt.halo_bytes, getattr(t, "seconds", None)
         times, its = timed()
         n = max(args.steps, 1)
-        halo_bytes = comm.allreduce(t.bytes_sent - b0, op=MPI.SUM) / n
+        halo_bytes = comm.allreduce(cnt.halo_bytes - b0, op=MPI.SUM) / n
         halo_s = (None if s0 is None
                   else comm.allreduce(t.seconds - s0, op=MPI.SUM) / comm.size / n)
         progress(f"{args.steps} timed steps")
@@ -168,11 +168,10 @@ def worker(args) -> None:
             sim.stepper.graphs.enabled = False
             sim.step()
             sim.timers.reset()
-            b1 = t.bytes_sent
+            b1 = cnt.halo_bytes
             plain = timed()[0]
             plain_timers = sim.timers.as_dict()
-            # (a replayed graph's exchanges pass no Python: their bytes are counted here)
-            plain_halo = comm.allreduce(t.bytes_sent - b1, op=MPI.SUM) / args.steps
+            plain_halo = comm.allreduce(cnt.halo_bytes - b1, op=MPI.SUM) / args.steps
             sim.stepper.graphs.enabled = True
         four = []
         if (args.ab_reductions or args.ab_recapture) and args.steps:

@@ -16,9 +16,16 @@ class Counters:
     graph_replays : CUDA-graph launches; graph_kernels : kernels those replays ran
     syncs : host waits on the device (stream synchronize, device→host copies, scalar reads)
     allocations : CuPy memory-pool allocations (a ``cupy.cuda.MemoryHook``), GPU only
+    halo_exchanges, halo_bytes : device halo exchanges a GPU rank posted and the bytes of
+        float64 values it sent in them
+        (:class:`~dycore.parallel.device_halo.DeviceHaloExchange`), those inside a captured
+        graph counted at each replay (:class:`~dycore.backend.graphs.Graph`)
     """
 
-    FIELDS = ("launches", "graph_replays", "graph_kernels", "syncs", "allocations")
+    FIELDS = ("launches", "graph_replays", "graph_kernels", "syncs", "allocations",
+              "halo_exchanges", "halo_bytes")
+    #: the fields a captured graph adds at each replay (what its capture counted)
+    REPLAYED = ("halo_exchanges", "halo_bytes")
 
     def __init__(self):
         for f in self.FIELDS:

@@ -32,7 +32,11 @@ class Graph:
         self.segments = []
         self.graph = None
         self.direct = not capture                # replays are plain launches
-        before = backend.counters.launches
+        c = backend.counters
+        before = c.launches
+        sent = {f: getattr(c, f) for f in c.REPLAYED}
+        #: what the capture counted of ``Counters.REPLAYED`` (added at each GPU replay)
+        self.replayed_counts = {}
         if capture and not backend.simulator:
             import cupy
             self._mode = cupy.cuda.runtime.streamCaptureModeRelaxed
@@ -50,8 +54,13 @@ class Graph:
                 self.segments = []
                 log.warning("CUDA graph capture failed (%s: %s); launching these kernels "
                             "directly", type(exc).__name__, exc)
-        self.kernels = backend.counters.launches - before
-        backend.counters.launches = before       # captured, not run
+        self.kernels = c.launches - before
+        c.launches = before                      # captured, not run
+        counted = {f: getattr(c, f) - v for f, v in sent.items()}
+        for f, v in sent.items():                # (halo messages too: sent at each replay)
+            setattr(c, f, v)
+        if self.graph is not None:
+            self.replayed_counts = counted
 
     def split(self, call) -> None:
         """During the capture: end the graph here, record ``call`` (host code issuing work the
@@ -74,6 +83,8 @@ class Graph:
         c.graph_replays += 1
         if self.graph is not None:
             c.graph_kernels += self.kernels
+            for f, v in self.replayed_counts.items():
+                setattr(c, f, getattr(c, f) + v)
             for seg in self.segments:
                 if callable(seg):
                     seg()

@@ -147,6 +147,10 @@ class DeviceHaloExchange:
             raise RuntimeError("device halo exchange: begin() called twice without end()")
         self._check(x)
         b, bs, n = self.b, self.block, self.values_sent
+        counters = getattr(b, "counters", None)
+        if counters is not None:                 # (a capture counts them for its replays)
+            counters.halo_exchanges += 1
+            counters.halo_bytes += 8 * n
         flat = x.reshape(-1)
         if self.send_in_place:
             sends = [(q, flat[s:s + m]) for q, s, m in self._send_runs]

@@ -218,7 +218,8 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     before = dict(HaloExchange.totals)
     if gpu:
         t = sim.transport
-        before_gpu = (t.bytes_sent, t.posts, getattr(t, "seconds", 0.0))
+        c = sim.backend.counters             # (captured exchanges counted at each replay)
+        before_gpu = (c.halo_bytes, c.halo_exchanges, getattr(t, "seconds", 0.0))
     writer = NoWriter()
     with abort_on_error(comm):
         if root:
@@ -281,9 +282,10 @@ def run_distributed(config, *, max_steps: int | None = None, overwrite: bool = F
     diag = sim.last_diagnostics
     k = k0 + int(round((sim.state.t - t_start) / tc.dt))
     halo = {key: HaloExchange.totals[key] - before[key] for key in before}
-    if gpu:                          # the device halo's bytes, counted by the transport
-        t = sim.transport
-        halo = {"bytes": t.bytes_sent - before_gpu[0], "exchanges": t.posts - before_gpu[1],
+    if gpu:                          # the device halo's bytes, counted by the backend
+        t, c = sim.transport, sim.backend.counters
+        halo = {"bytes": c.halo_bytes - before_gpu[0],
+                "exchanges": c.halo_exchanges - before_gpu[1],
                 "seconds": getattr(t, "seconds", 0.0) - before_gpu[2]}
     halo = comm.gather(halo, root=0)
     if not root:

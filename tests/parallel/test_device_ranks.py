@@ -175,10 +175,14 @@ def test_an_exchange_may_go_in_place_on_one_side_only(backend, systems):
         xs.append(x)
         halos.append(DeviceHaloExchange(backend, world.transport(rp.rank), plan, 1,
                                         in_place=("recv",)))
+    c0 = backend.counters.snapshot()
     for h, x in zip(halos, xs):
         h.begin(x)
     for h, x in zip(halos, xs):
         h.end(x)
+    c1 = backend.counters.snapshot()
+    assert c1["halo_exchanges"] - c0["halo_exchanges"] == 2                 # counted per rank
+    assert c1["halo_bytes"] - c0["halo_bytes"] == 8 * sum(h.values_sent for h in halos)
     for rp, h, x in zip(rps, halos, xs):
         assert np.array_equal(x, glob[rp.l2g[:x.shape[0]]])
         assert h.recv_in_place and not h.send_in_place

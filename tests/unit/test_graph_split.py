@@ -102,3 +102,31 @@ def test_a_failed_capture_falls_back_to_direct_launches(fake_cupy):
     assert g.graph is None and g.segments == [] and b.capturing is None
     g.replay()                                          # launched from Python instead
     assert b.log == ["a"]
+
+
+def test_halo_messages_captured_in_a_graph_are_counted_at_each_replay(fake_cupy):
+    """An exchange posted while capturing is counted once per replay (a GPU replay runs no
+    Python), not at the capture; after a failed capture the direct launches count it."""
+    b = FakeBackend()
+
+    def issue():
+        b.stream.issue("exchange")
+        b.counters.halo_exchanges += 1          # what DeviceHaloExchange.begin counts
+        b.counters.halo_bytes += 8 * 1500
+
+    g = Graph(b, issue)
+    assert (b.counters.halo_exchanges, b.counters.halo_bytes) == (0, 0)
+    for _ in range(3):
+        g.replay()
+    assert (b.counters.halo_exchanges, b.counters.halo_bytes) == (3, 3 * 12000)
+    assert b.log == ["exchange"] * 3
+
+    def failing():
+        issue()
+        if b.capturing is not None:
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    f = Graph(b, failing)
+    assert f.graph is None and b.counters.halo_exchanges == 3     # the failed capture: none
+    f.replay()
+    assert (b.counters.halo_exchanges, b.counters.halo_bytes) == (4, 4 * 12000)
