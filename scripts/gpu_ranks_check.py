@@ -432,14 +432,16 @@ def main(argv=None) -> int:
     p.add_argument("--overlap", action="store_true",
                    help="the pressure CG's products sum their interior rows while the halo "
                         "exchange travels (GpuRankSimulation(overlap=True))")
-    p.add_argument("--ab-reductions", action="store_true",
-                   help="then as many steps (captured again) with the rank BiCGStab's s·s "
-                        "reduced on its own: four reductions per iteration against three "
-                        "(--ab-recapture is the control)")
-    p.add_argument("--ab-recapture", action="store_true",
-                   help="the control of --ab-reductions: the BiCGStab budgets and graphs "
-                        "dropped, learnt and captured again, s·s still merged (three "
-                        "reductions); its steps are reported as four_reductions' are")
+    recapture = p.add_mutually_exclusive_group()
+    recapture.add_argument("--ab-reductions", action="store_true",
+                           help="then as many steps (captured again) with the rank "
+                                "BiCGStab's s·s reduced on its own: four reductions per "
+                                "iteration against three (--ab-recapture is the control)")
+    recapture.add_argument("--ab-recapture", action="store_true",
+                           help="the control of --ab-reductions: the BiCGStab budgets and "
+                                "graphs dropped, learnt and captured again, s·s still merged "
+                                "(three reductions); its steps are reported as "
+                                "four_reductions' are")
     p.add_argument("--ab-tracers", action="store_true",
                    help="then two more steps and as many timed ones (captured again) with "
                         "θ′ and q_v each solved on its own instead of in one solve of two "
