@@ -48,8 +48,8 @@ Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells
 the median step time [ms], the halo kB per step sent by all ranks (the backend's
 ``counters.halo_bytes``: an exchange captured in a graph counts at each replay; ``--ab-graphs``
 reports those of its uncaptured steps too, the same count), every rank's peak host memory
-(``ru_maxrss``, MB) after the set-up and after the steps, and for K ranks on the 1-rank mesh the max |diff| of
-every field from the 1-rank run after the same number of steps (0 in every field with
+(``ru_maxrss``, MB) after the set-up and after the steps, and for K ranks on the 1-rank mesh
+the max |diff| of every field from the 1-rank run after the same number of steps (0 in every field with
 ``--deterministic``, the exact reduction and pressure ``jacobi``: the same bits on any rank
 count) and the speed-up (strong scaling); on another mesh the weak-scaling efficiency
 (1-rank step / K-rank step, per tetrahedra per rank). Exit status 1 when a rank run fails or,

@@ -105,7 +105,7 @@ class NcclTransport:
         self.nccl = nccl
         self.rank, self.size, self.stream = int(rank), int(size), stream
         self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
-        self.bytes_sent = self.posts = self.allgather_bytes = 0
+        self.allgather_bytes = 0
 
     @classmethod
     def from_mpi(cls, comm, stream) -> "NcclTransport":
@@ -128,12 +128,10 @@ class NcclTransport:
 
     def post(self, sends, recvs, stream=None) -> None:
         n, s = self.nccl, (stream or self.stream).ptr
-        self.posts += 1
         n.groupStart()
         try:
             for peer, a in sends:
                 self.comm.send(a.data.ptr, a.size, self._type(a), int(peer), s)
-                self.bytes_sent += a.nbytes
             for peer, a in recvs:
                 self.comm.recv(a.data.ptr, a.size, self._type(a), int(peer), s)
         finally:
@@ -167,7 +165,7 @@ class SelfTransport:
     rank, size = 0, 1
 
     def __init__(self):
-        self.bytes_sent = self.posts = self.allgather_bytes = 0
+        self.allgather_bytes = 0
 
     def post(self, sends, recvs, stream=None) -> None:
         if sends or recvs:
@@ -213,7 +211,7 @@ class _Loopback:
     def __init__(self, world: LoopbackWorld, rank: int):
         self.world, self.rank, self.size = world, rank, world.size
         self._recvs = []
-        self.bytes_sent = self.allgather_bytes = 0
+        self.allgather_bytes = 0
 
     @property
     def capturable(self) -> bool:
@@ -226,7 +224,6 @@ class _Loopback:
         for peer, a in sends:
             self.world.box.setdefault((self.rank, int(peer)), deque()).append(
                 np.array(a, copy=True))
-            self.bytes_sent += a.nbytes
         self._recvs = list(recvs)
 
     def complete(self) -> None:
@@ -312,16 +309,16 @@ class MpiStagedTransport:
 
     Attributes
     ----------
-    bytes_sent : int — halo bytes this rank sent; posts : int — exchanges posted; seconds :
-        float — host time spent in ``post`` + ``complete``; allreduce_bytes : int — payload of
-        its all-reduces; allgather_bytes : int — what it contributed to all-gathers
+    seconds : float — host time spent in ``post`` + ``complete``; allreduce_bytes : int —
+        payload of its all-reduces; allgather_bytes : int — what it contributed to all-gathers
+        (the halo exchanges and their bytes are counted in the backend's ``counters``)
     """
 
     def __init__(self, comm, reissue: bool = False):
         self.comm = comm
         self.capturable = bool(reissue)
         self.rank, self.size = int(comm.rank), int(comm.size)
-        self.bytes_sent = self.allreduce_bytes = self.allgather_bytes = self.posts = 0
+        self.allreduce_bytes = self.allgather_bytes = 0
         self.seconds = 0.0
         self._reqs, self._recvs, self._keep = [], [], []
 
@@ -331,7 +328,6 @@ class MpiStagedTransport:
         if self._reqs:
             raise RuntimeError("staged MPI transport: post() called twice without complete()")
         reqs, self._recvs, self._keep = [], [], []
-        self.posts += 1
         for peer, a in recvs:
             h = np.empty(a.shape, np.dtype(a.dtype))
             reqs.append(self.comm.Irecv(h, source=int(peer), tag=_STAGED_TAG))
@@ -340,7 +336,6 @@ class MpiStagedTransport:
             h = _host(a)
             self._keep.append(h)                    # alive until the send completes
             reqs.append(self.comm.Isend(h, dest=int(peer), tag=_STAGED_TAG))
-            self.bytes_sent += h.nbytes
         self._reqs = reqs
         self.seconds += time.perf_counter() - t0
 
