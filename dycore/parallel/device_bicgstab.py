@@ -11,8 +11,8 @@ recurrences ``OP_*`` of ``finish``) with its dot products taken across the ranks
   finished); the global dot products come from the rank reducer of DeviceRankPCG
   (``"exact"``: :class:`~dycore.parallel.device_reduce.DeviceExactReducer`, correctly
   rounded, the same bits on any rank count; ``"sum"``: per-rank partials + an all-reduce sum)
-  and a one-thread kernel applies the serial solver's own recurrence (``_scalar_op``) to the
-  control array (α, ω, β, ρ, the tolerance, the verdict), on the device;
+  and one kernel applies the serial solver's own recurrence (``_scalar_op``) to each system's
+  control array (α, ω, β, ρ, the tolerance, the verdict), one thread a system, on the device;
 - p̂ and ŝ are local vectors (owned + the ghosts of the pattern's plan, depth 1) whose ghosts
   :class:`~dycore.parallel.device_halo.DeviceHaloExchange` fills before each product;
 - the matrix is the owned rows of the local assembly in GLOBAL column order
@@ -63,23 +63,31 @@ _CACHE: dict = {}
 
 
 def _scalar_kernel(strict: bool):
-    """``rank_scalar_op(vals, op, ctl)``: one thread applies the serial solvers' recurrence
-    ``op`` (:func:`dycore.backend.solver_kernels._scalar_op`, the same device function) to the
-    control array with the reduced values vals[0], vals[1] — what ``finish`` does after summing
-    its partials, without the block's tree (the values are already global). Like ``finish``
-    it does nothing once the solve has finished (except for OP_INIT / OP_STORE)."""
+    """``rank_scalar_ops(vals, stride, op, then, ctls, nsys)``: thread i < nsys applies the
+    serial solvers' recurrence ``op`` (:func:`dycore.backend.solver_kernels._scalar_op`, the
+    same device function) to system i's control array ``ctls[i]`` with the reduced values
+    vals[i·stride], vals[i·stride + 1] — what ``finish`` does after summing its partials,
+    without the block's tree (the values are already global) — and then, when ``then`` ≥ 0,
+    the recurrence ``then`` with the values one further on (the merged half-step check).
+    Like ``finish`` a recurrence does nothing once the solve has finished (except for OP_INIT
+    / OP_STORE). Every system's recurrences in one launch: a thread's are those two
+    one-thread launches would apply, in the same order, so the bits are the same."""
     if strict not in _CACHE:
         from dycore.backend.gpu_kernels import kernel_compiler
         scalar_op = cuda.jit(device=True)(K._scalar_op)
         op_init, op_store, done = K.OP_INIT, K.OP_STORE, K.DONE
 
-        def rank_scalar_op(vals, op, ctl):
-            if cuda.grid(1) != 0:
+        def rank_scalar_ops(vals, stride, op, then, ctls, nsys):
+            i = cuda.grid(1)
+            if i >= nsys:
                 return
-            if op != op_init and op != op_store and ctl[done] != 0.0:
-                return
-            scalar_op(ctl, op, vals[0], vals[1], 0)
-        _CACHE[strict] = kernel_compiler(strict)(rank_scalar_op)
+            ctl = ctls[i]
+            at = i * stride
+            if op == op_init or op == op_store or ctl[done] == 0.0:
+                scalar_op(ctl, op, vals[at], vals[at + 1], 0)
+            if then >= 0 and (then == op_init or then == op_store or ctl[done] == 0.0):
+                scalar_op(ctl, then, vals[at + 1], vals[at + 2], 0)
+        _CACHE[strict] = kernel_compiler(strict)(rank_scalar_ops)
     return _CACHE[strict]
 
 
@@ -213,6 +221,7 @@ class DeviceRankBiCGStab(ReplayedSolve):
         self.nsys = k = int(k)
         self.ctls = b.to_device(np.tile(self._ctl0, (k, 1)))   # (read by _read, _accumulate)
         self._ctl_nb = [la.nb(self.ctls[i]) for i in range(k)]
+        self._ctls_nb = la.nb(self.ctls)
         self.X, self.RHS = z((k, m)), z((k, m))
         self.x, self.rhs = (self.X[0], self.RHS[0]) if k == 1 else (self.X, self.RHS)
         self.r, self.rhat, self.p, self.v, self.tv = (z((k, m)) for _ in range(5))
@@ -251,20 +260,19 @@ class DeviceRankBiCGStab(ReplayedSolve):
     def _reduce(self, op, pairs, then=None):
         """Post the global dots ``pairs(i)`` of every system i in ONE reduction (yields once,
         after the all-reduce's post), then apply the recurrence ``op`` to each system's
-        control array on the device (one thread: :func:`_scalar_kernel`) from its values in
-        order; ``then``: a second recurrence applied after it from the values past the first
-        (the merged half-step check: s·s, then ω from t·s and t·t)."""
+        control array on the device from its values in order, every system in one launch
+        (:func:`_scalar_kernel`); ``then``: a second recurrence applied after it from the
+        values past the first (the merged half-step check: s·s, then ω from t·s and t·t)."""
         per = [pairs(i) for i in range(self.nsys)]
+        stride = len(per[0])
+        if any(len(p) != stride for p in per):
+            raise ValueError(f"GPU-rank BiCGStab ({self.name}): the systems post different "
+                             f"numbers of dot products: {[len(p) for p in per]}")
         self.red.post_dots(*(pair for sys_pairs in per for pair in sys_pairs))
         yield
         self.red.finish_on_device()
-        vals, at = self.red.values, 0
-        for i, sys_pairs in enumerate(per):
-            self.b.launch(self.scalar_op, (1, 1), self._nb(vals[at:]), op, self._ctl_nb[i])
-            if then is not None:
-                self.b.launch(self.scalar_op, (1, 1), self._nb(vals[at + 1:]), then,
-                              self._ctl_nb[i])
-            at += len(sys_pairs)
+        self.b.launch(self.scalar_op, (1, max(self.nsys, 1)), self._nb(self.red.values),
+                      stride, op, -1 if then is None else then, self._ctls_nb, self.nsys)
 
     def _exchange(self, local):
         """The ghosts of every system's local vector in ``local`` (k, n_local[, 3]): one

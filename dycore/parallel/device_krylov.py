@@ -10,9 +10,10 @@ The device twin of :func:`dycore.parallel.krylov.cg` over the pressure matrix's 
   before each product (depth 2, one exchange per iteration);
 - dot products (``reduction``): ``"exact"`` — :class:`DeviceExactReducer` (integer parts, one
   int64 all-reduce, rounded on the device): the correctly rounded global sum, the same bits on any
-  rank count; ``"sum"`` — a per-rank partial (fixed-order two-pass tree on the device) and an
-  NCCL float64 all-reduce sum: one 8-byte value per dot instead of 33.6 kB, bits depend on the
-  partition;
+  rank count; ``"sum"`` — a per-rank partial (a fixed-order tree on the device: block
+  partials and their sum in one launch for all the dots of a reduction, the last block to
+  finish adding the partials) and an NCCL float64 all-reduce sum: one 8-byte value per dot
+  instead of 33.6 kB, bits depend on the partition;
 - preconditioner (``precond``): ``"jacobi"`` (z = D⁻¹ r, fused into the update kernel) or
   ``"local_amg"`` — the device V-cycle (:class:`dycore.solvers.amg.DeviceVCycle`) of PyAMG's
   hierarchy of the rank's owned × owned block: block-Jacobi over ranks with one V-cycle per
@@ -67,7 +68,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda, float64
+from numba import cuda, float64, int32
 
 from dycore.backend import solver_kernels as _sk
 from dycore.backend.gpu_kernels import grid
@@ -90,8 +91,10 @@ DONE, ITS, RZ, BETA, TOL, RTOL, ATOL, MAXIT = range(8)
 NCTL = 16
 assert DONE == _sk.DONE
 RUNNING, CONVERGED, LIMIT, BREAKDOWN = 0.0, 1.0, 2.0, 3.0
-#: threads per block of the sum-mode dot kernels (a power of two)
+#: threads per block of the sum-mode dot kernel (a power of two)
 DOT_BLOCK = 256
+#: dot products one ``dot_pairs`` launch sums (its pair slots)
+MAX_PAIRS = 6
 
 _CACHE: dict = {}
 
@@ -161,35 +164,63 @@ def _build(jit, rb: int) -> dict:
             else:
                 p[i] = z[i] + ctl[BETA] * p[i]
 
-    def dot_tree(x, y, n, partial, col, nblk, out, finish):
-        """One block's fixed-order sum. ``finish`` 0: partial[col, block] = this block's
-        Σ x_i·y_i (grid-stride over n); 1: out[j] = Σ_b partial[j, b] for b < nblk (block j of
-        the launch). Each thread's sum, then the same shared-memory tree in both cases."""
+    def dot_pairs(x0, y0, x1, y1, x2, y2, x3, y3, x4, y4, x5, y5, n, first, partial,
+                  nblk, out, count):
+        """Σ x_j·y_j of up to MAX_PAIRS pairs in one launch, a fixed-order sum: block
+        (b, j) of the (nblk, pairs) grid sums pair j's grid-stride share (thread t: i = b·rb
+        + t, step nblk·rb) and reduces its threads in a shared-memory tree into
+        partial[first + j, b]; the last block of pair j to finish (a global counter,
+        after a fence) sums the nblk partials in the same way (thread t: b = t, t + rb, …;
+        the same tree) into out[first + j] and resets the counter. The order depends only
+        on (nblk, rb), so the bits are those of a partials launch and a finishing launch."""
         sh = cuda.shared.array(rb, float64)
+        last = cuda.shared.array(1, int32)
         t = cuda.threadIdx.x
-        j = cuda.blockIdx.x
+        blk = cuda.blockIdx.x
+        j = cuda.blockIdx.y
+        row = first + j
         s = 0.0
-        if finish:
-            for b in range(t, nblk, rb):
-                s += partial[j, b]
-        else:
-            for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-                s += x[i] * y[i]
-        sh[t] = s
-        cuda.syncthreads()
-        off = rb // 2
-        while off > 0:
-            if t < off:
-                sh[t] += sh[t + off]
-            cuda.syncthreads()
-            off //= 2
-        if t == 0:
-            if finish:
-                out[j] = sh[0]
+        # (one branch per pair slot: a kernel takes no list of arrays; the branch is the
+        # same for every thread of a block)
+        for i in range(blk * rb + t, n, nblk * rb):
+            if j == 0:
+                s += x0[i] * y0[i]
+            elif j == 1:
+                s += x1[i] * y1[i]
+            elif j == 2:
+                s += x2[i] * y2[i]
+            elif j == 3:
+                s += x3[i] * y3[i]
+            elif j == 4:
+                s += x4[i] * y4[i]
             else:
-                partial[col, j] = sh[0]
+                s += x5[i] * y5[i]
+        for phase in range(2):
+            sh[t] = s
+            cuda.syncthreads()
+            off = rb // 2
+            while off > 0:
+                if t < off:
+                    sh[t] += sh[t + off]
+                cuda.syncthreads()
+                off //= 2
+            if phase == 1:
+                if t == 0:
+                    out[row] = sh[0]
+                    count[row] = 0
+                return
+            if t == 0:
+                partial[row, blk] = sh[0]
+                cuda.threadfence()                   # the partial visible before the count
+                last[0] = 1 if cuda.atomic.add(count, row, 1) == nblk - 1 else 0
+            cuda.syncthreads()
+            if last[0] == 0:
+                return
+            s = 0.0
+            for b in range(t, nblk, rb):             # (atomic reads: from L2, not a stale L1)
+                s += cuda.atomic.add(partial, (row, b), 0.0)
 
-    fns = (cg_init, cg_start, cg_update_xr, cg_check, cg_update_p, dot_tree)
+    fns = (cg_init, cg_start, cg_update_xr, cg_check, cg_update_p, dot_pairs)
     return {fn.__name__: jit(fn) for fn in fns}
 
 
@@ -205,7 +236,10 @@ def get_krylov_kernels(strict: bool = False, rb: int = DOT_BLOCK) -> dict:
 
 
 class _SumReducer:
-    """Σ x·y over the ranks as per-rank partials + an all-reduce sum of float64 (k values)."""
+    """Σ x·y over the ranks as per-rank partials + an all-reduce sum of float64 (k values).
+
+    Every :meth:`post_dots` is one ``dot_pairs`` launch per :data:`MAX_PAIRS` pairs (each
+    pair's partials and their fixed-order finish in that launch) and one all-reduce."""
 
     def __init__(self, backend, transport, kernels, nb, max_dots: int = 3, blocks: int = 64):
         self.b, self.t, self.k, self.nb = backend, transport, kernels, nb
@@ -213,17 +247,33 @@ class _SumReducer:
         self.blocks = int(blocks)
         self.partial = backend.zeros((int(max_dots), self.blocks))
         self.values = backend.zeros(int(max_dots))
+        #: per dot: blocks of the current launch that have written their partial
+        self.count = backend.zeros(int(max_dots), np.int32)
         self.calls = 0
 
     def post_dots(self, *pairs) -> None:
-        b, k, nb = self.b, self.k, self.nb
-        part, vals = nb(self.partial), nb(self.values)
-        for j, (x, y) in enumerate(pairs):
-            b.launch(k["dot_tree"], (self.blocks, self.rb), nb(x), nb(y), int(x.shape[0]),
-                     part, j, 0, vals, 0)
-        x0 = nb(pairs[0][0])
-        b.launch(k["dot_tree"], (len(pairs), self.rb), x0, x0, 0, part, 0, self.blocks, vals,
-                 1)
+        """Launch Σ x·y of every pair (1-D float64 device arrays of one length, owned
+        entries) and the all-reduce of the values; :meth:`finish_on_device` returns them.
+
+        Raises
+        ------
+        ValueError for more pairs than ``max_dots`` or arrays of different lengths.
+        """
+        if len(pairs) > self.values.shape[0]:
+            raise ValueError(f"sum reducer: {len(pairs)} dot products in one call, at most "
+                             f"{self.values.shape[0]}")
+        n = int(pairs[0][0].shape[0])
+        if any(a.shape != (n,) for pair in pairs for a in pair):
+            raise ValueError("sum reducer: the dot products' vectors differ in shape: "
+                             f"{[tuple(a.shape) for pair in pairs for a in pair]}")
+        b, nb = self.b, self.nb
+        part, vals, count = nb(self.partial), nb(self.values), nb(self.count)
+        for first in range(0, len(pairs), MAX_PAIRS):
+            chunk = pairs[first:first + MAX_PAIRS]
+            arrays = [nb(a) for pair in chunk for a in pair]
+            arrays += [arrays[0]] * (2 * MAX_PAIRS - len(arrays))     # slots not read
+            b.launch(self.k["dot_pairs"], ((self.blocks, len(chunk)), self.rb), *arrays, n,
+                     first, part, self.blocks, vals, count)
         self._n = len(pairs)
         self.t.allreduce(self.values[:self._n], "sum")
         self.calls += 1

@@ -119,6 +119,73 @@ def test_exact_reducer_is_fsum_on_any_rank_count(backend, k):
         reducers[0].post_dots(*[(x, y)] * 4)
 
 
+def _tree(v):
+    """The shared-memory tree of ``dot_pairs`` over one block's thread values (len a power of
+    two): sh[t] += sh[t + off] for off = rb/2, rb/4, …, 1."""
+    sh = list(v)
+    off = len(sh) // 2
+    while off > 0:
+        for t in range(off):
+            sh[t] += sh[t + off]
+        off //= 2
+    return sh[0]
+
+
+def _fixed_order_dot(x, y, blocks, rb):
+    """The sum-mode dot's order written out in Python: thread t of block b sums i = b·rb + t,
+    step blocks·rb; each block's tree gives its partial; the partials summed by the
+    finishing block's threads (t, t + rb, …) and its tree."""
+    partial = []
+    for blk in range(blocks):
+        th = [0.0] * rb
+        for t in range(rb):
+            for i in range(blk * rb + t, x.size, blocks * rb):
+                th[t] += float(x[i]) * float(y[i])
+        partial.append(_tree(th))
+    th = [0.0] * rb
+    for t in range(rb):
+        for b in range(t, blocks, rb):
+            th[t] += partial[b]
+    return _tree(th)
+
+
+@pytest.mark.parametrize("npairs", (1, 3, 7))
+def test_sum_reducer_one_launch_gives_the_fixed_order_sum(backend, npairs):
+    """Each pair's Σ x·y of one ``dot_pairs`` launch (partials and their finish by the last
+    block) is bit for bit the fixed-order tree written out in Python, for 1 pair, 3 pairs and
+    7 (two launches: 6 slots, then 1); one loopback rank, so the all-reduce adds nothing. The
+    counters are left at 0, so a second post (a replayed graph) gives the same bits."""
+    from dycore.parallel.device_bicgstab import rank_reducer
+    rng = np.random.default_rng(5)
+    n, blocks, rb = 203, 3, 4
+    red = rank_reducer(backend, LoopbackWorld(1).transport(0), "sum", 8, sum_blocks=blocks,
+                       sum_threads=rb)
+    pairs = [tuple(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n) for _ in range(2))
+             for _ in range(npairs)]
+    assert red.k["dot_pairs"] is not None
+    want = [_fixed_order_dot(x, y, blocks, rb) for x, y in pairs]
+    for _ in range(2):
+        before = backend.counters.launches
+        red.post_dots(*[(backend.to_device(x), backend.to_device(y)) for x, y in pairs])
+        assert backend.counters.launches - before == (npairs + 5) // 6
+        got = [float(v) for v in np.asarray(backend.to_host(red.finish_on_device()))]
+        assert got == want
+        assert not np.asarray(backend.to_host(red.count)).any()
+    assert all(abs(g - math.fsum(x * y)) <= 1e-12 * math.fsum(abs(x * y))
+               for g, (x, y) in zip(got, pairs))
+
+
+def test_sum_reducer_refuses_mixed_lengths_and_too_many_pairs(backend):
+    from dycore.parallel.device_bicgstab import rank_reducer
+    red = rank_reducer(backend, LoopbackWorld(1).transport(0), "sum", 2, sum_blocks=2,
+                       sum_threads=2)
+    a, b = backend.zeros(5), backend.zeros(6)
+    with pytest.raises(ValueError, match="differ in shape"):
+        red.post_dots((a, a), (b, b))
+    with pytest.raises(ValueError, match="at most 2"):
+        red.post_dots((a, a), (a, a), (a, a))
+
+
 @pytest.mark.parametrize("k", (2, 3, 4))
 @pytest.mark.parametrize("depth", (1, 2))
 @pytest.mark.parametrize("block", (1, 3))
