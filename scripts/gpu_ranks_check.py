@@ -4,7 +4,8 @@
         [--reduction auto|exact|allreduce] [--transport auto|nccl|mpi] [--deterministic] \
         [--pressure jacobi|amg] [--method auto|cg|direct] [--mesh NX NY NZ]
         [--mesh-one NX NY NZ] [--weak NX NY NZ] [--factorisation distributed|replicated]
-        [--ab-graphs] [--ab-reductions | --ab-recapture] [--ab-tracers] [--serial exact,auto] [--json out.json]
+        [--ab-graphs] [--ab-reductions | --ab-recapture] [--ab-tracers] [--serial exact,auto] \
+        [--json out.json] [--fields DIR]
 
 The parent starts ``mpiexec -n K python3 scripts/gpu_ranks_check.py --worker ...`` (the mpiexec
 beside this Python, else the one on PATH; ``NCCL_NVLS_ENABLE=0``), then the same with ``-n 1``.
@@ -54,6 +55,8 @@ the max |diff| of every field from the 1-rank run after the same number of steps
 count) and the speed-up (strong scaling); on another mesh the weak-scaling efficiency
 (1-rank step / K-rank step, per tetrahedra per rank). Exit status 1 when a rank run fails or,
 with ``--deterministic`` + exact + jacobi on one mesh, a field differs in any bit.
+``--fields DIR`` keeps every run's gathered fields (``DIR/ranks<label>.npz``), so that two
+versions of the code can be compared bit for bit on the same run.
 """
 from __future__ import annotations
 
@@ -449,6 +452,9 @@ def main(argv=None) -> int:
     p.add_argument("--serial", help="comma list of backend.reduction values (exact, auto): "
                    "the serial run on one GPU without MPI, each, against the rank runs")
     p.add_argument("--json")
+    p.add_argument("--fields", metavar="DIR",
+                   help="also write every run's gathered fields to DIR/ranks<label>.npz "
+                        "(label: K, 1 or 1w), to compare runs of two versions bit for bit")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--mpiexec-args", metavar="ARGS",
                    help="options for mpiexec before the program, e.g. \"--map-by slot:PE=4 "
@@ -483,6 +489,9 @@ def main(argv=None) -> int:
             else:
                 runs[label] = res
                 _announce(f"{k} rank(s)", res["setup_s"], res["step_s"])
+                if args.fields:
+                    Path(args.fields).mkdir(parents=True, exist_ok=True)
+                    np.savez(Path(args.fields) / f"ranks{label}.npz", **res["fields"])
         serial = {}
         for red in (args.serial.split(",") if args.serial and args.steps else []):
             res, err = _serial(args, red, str(Path(tmp) / f"serial-{red}"), one_mesh)
