@@ -92,7 +92,7 @@ def _scalar_kernel(strict: bool):
 
 
 def rank_reducer(backend, transport, reduction: str, max_dots: int, exact_blocks: int = 264,
-                 exact_threads: int | None = None, sum_blocks: int = 64,
+                 exact_threads: int | None = None, sum_blocks: int | None = None,
                  sum_threads: int | None = None):
     """The dot-product reducer of GPU ranks (shared by the rank BiCGStab and the step's
     reductions): ``"exact"`` — :class:`~dycore.parallel.device_reduce.DeviceExactReducer`;
@@ -104,7 +104,8 @@ def rank_reducer(backend, transport, reduction: str, max_dots: int, exact_blocks
     ValueError for another ``reduction`` or a ``sum_threads`` that is not a power of two.
     """
     from dycore.parallel.device_kernels import EXACT_BLOCK
-    from dycore.parallel.device_krylov import DOT_BLOCK, _SumReducer, get_krylov_kernels
+    from dycore.parallel.device_krylov import DOT_BLOCK, SUM_BLOCKS, _SumReducer, \
+        get_krylov_kernels
     from dycore.parallel.device_reduce import DeviceExactReducer
     if reduction == "exact":
         return DeviceExactReducer(backend, transport, max_dots, exact_blocks,
@@ -115,7 +116,8 @@ def rank_reducer(backend, transport, reduction: str, max_dots: int, exact_blocks
     if rb < 1 or rb & (rb - 1):
         raise ValueError(f"GPU-rank reduction: sum_threads {rb} is not a power of two")
     kernels = dict(get_krylov_kernels(getattr(backend, "strict", False), rb), rb=rb)
-    return _SumReducer(backend, transport, kernels, backend.nb, max_dots, sum_blocks)
+    return _SumReducer(backend, transport, kernels, backend.nb, max_dots,
+                       SUM_BLOCKS if sum_blocks is None else sum_blocks)
 
 
 class DeviceRankBiCGStab(ReplayedSolve):

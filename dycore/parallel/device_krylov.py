@@ -95,6 +95,10 @@ RUNNING, CONVERGED, LIMIT, BREAKDOWN = 0.0, 1.0, 2.0, 3.0
 DOT_BLOCK = 256
 #: dot products one ``dot_pairs`` launch sums (its pair slots)
 MAX_PAIRS = 6
+#: blocks of a sum-mode dot (per pair; fixed, so the order of the sum is): two per SM of a
+#: 132-SM H100 / H200. 64 blocks left the GPU two-thirds idle — 29 µs for a 762,129-entry dot
+#: on an H200 (CUPTI, docs/performance.md)
+SUM_BLOCKS = 264
 
 _CACHE: dict = {}
 
@@ -241,7 +245,8 @@ class _SumReducer:
     Every :meth:`post_dots` is one ``dot_pairs`` launch per :data:`MAX_PAIRS` pairs (each
     pair's partials and their fixed-order finish in that launch) and one all-reduce."""
 
-    def __init__(self, backend, transport, kernels, nb, max_dots: int = 3, blocks: int = 64):
+    def __init__(self, backend, transport, kernels, nb, max_dots: int = 3,
+                 blocks: int = SUM_BLOCKS):
         self.b, self.t, self.k, self.nb = backend, transport, kernels, nb
         self.rb = kernels["rb"]
         self.blocks = int(blocks)
@@ -381,7 +386,7 @@ class DeviceRankPCG(ReplayedSolve):
                  amg_dtype=np.float64, amg_max_coarse: int = 500,
                  amg_smoother: str = "chebyshev", amg_sweeps: int = 2,
                  exact_blocks: int = 264, exact_threads: int | None = None,
-                 sum_blocks: int = 64, sum_threads: int | None = None,
+                 sum_blocks: int = SUM_BLOCKS, sum_threads: int | None = None,
                  block: int | None = None, graphs: bool = True, name: str = "pressure",
                  amg_cache=None, amg_entry: str | None = None, vcycle_piece: dict | None = None,
                  amg_coarsening: str = "aggregation", amg_hierarchy=None,
