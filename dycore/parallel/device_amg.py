@@ -52,6 +52,10 @@ class DeviceGlobalVCycle:
     overlap : the levels below the fine one distributed by rows are numbered interior first
         and every product of A there (smoothing steps, residual) sums its interior rows while
         the halo exchange travels (:mod:`dycore.parallel.overlap`); the same bits
+    group : threads summing one row of every level's A and R (a power of two ≤ 32; P's rows
+        are short: one thread). 1: one thread a row in the global CSR's entry order, the
+        serial V-cycle's bits; another fixed number gives other bits, the same on any number
+        of ranks, and coalesced loads (a row of the fine level has about 63 entries)
 
     Attributes
     ----------
@@ -59,7 +63,8 @@ class DeviceGlobalVCycle:
     top : int — the first level held whole by every rank (its right-hand side all-gathered)
     """
 
-    def __init__(self, la, transport, piece: dict, order0=None, overlap: bool = False):
+    def __init__(self, la, transport, piece: dict, order0=None, overlap: bool = False,
+                 group: int = 1):
         from dycore.solvers.krylov import DeviceMatrix
         self.la, self.t, b = la, transport, la.b
         self.sizes = list(piece["sizes"])
@@ -77,11 +82,11 @@ class DeviceGlobalVCycle:
                 orders.append(interior_first(ba[1], ba[2], np.asarray(ba[1]).size - 1)[0]
                               if overlap else None)
 
-        def matrix(block, halo: bool, rows=None, cols=None, overlap=False):
+        def matrix(block, halo: bool, rows=None, cols=None, overlap=False, g=1):
             # entry order kept (the serial row sums); renumbered where rows / cols are given
             plan, ptr, idx, val = renumber(*block[:4], rows, cols)
             m = DeviceMatrix(la, np.asarray(ptr, np.int32), np.asarray(idx, np.int32),
-                             np.asarray(val, np.float64), 1, 1)
+                             np.asarray(val, np.float64), 1, g)
             return (m, DeviceHaloExchange(b, transport, plan, 1, overlap=overlap)
                     if halo else None, int(plan.n_local), (ptr, idx))
 
@@ -94,8 +99,8 @@ class DeviceGlobalVCycle:
             # that level is held whole)
             mine = orders[lev] if split else None
             below = orders[lev + 1] if lev + 1 < self.top else None
-            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap),
-                                                 matrix(br, split, below, mine))
+            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap, group),
+                                                 matrix(br, split, below, mine, g=group))
             P, hp, np_, _ = matrix(bp, split and lev + 1 < self.top, mine, below)
             n = A.nrow
             # rows summed before the exchange has landed: none without overlap, all on a
@@ -180,16 +185,16 @@ class DeviceGlobalVCycle:
             args = (nb(dst if x is None else x), nb(b), nb(lev["dinv"]), nb(lev["d"]),
                     nb(dst), c1, c2, 1 if x is None else 0, 0, la.no_partial, -1, 0, ctl,
                     la.ticket)
-            if x is None:                 # from 0: no row sum, no ghost read
+            if x is None:                 # from 0: no row sum, no ghost read: one thread a row
                 la.launch(la.k.smooth, n, a.indptr, a.indices, a.data, 1, 0, *args)
             else:
-                inner = lev["inner"]
+                inner, g = lev["inner"], a.g
                 yield from self._split(
                     lev, x,
-                    lambda: la.launch(la.k.smooth, m, inner.indptr, a.indices, a.data, 1, 0,
+                    lambda: la.launch(la.k.smooth, m * g, inner.indptr, a.indices, a.data, g, 0,
                                       *args),
-                    lambda: la.launch(la.k.smooth, n - m, a.indptr, a.indices, a.data, 1, m,
-                                      *args))
+                    lambda: la.launch(la.k.smooth, (n - m) * g, a.indptr, a.indices, a.data, g,
+                                      m, *args))
             x = dst
         return x
 

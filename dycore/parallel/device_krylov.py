@@ -99,6 +99,11 @@ MAX_PAIRS = 6
 #: 132-SM H100 / H200. 64 blocks left the GPU two-thirds idle — 29 µs for a 762,129-entry dot
 #: on an H200 (CUPTI, docs/performance.md)
 SUM_BLOCKS = 264
+#: threads summing one row of the pressure matrix and of the global V-cycle's A and R on GPU
+#: ranks outside strict mode (the step's ``group``): coalesced loads of the fine level's rows
+#: of about 63 entries, the same bits on any rank count; strict runs keep one thread a row
+#: (the serial V-cycle's and the CPU ranks' bits)
+ROW_GROUP = 8
 
 _CACHE: dict = {}
 
@@ -487,7 +492,7 @@ class DeviceRankPCG(ReplayedSolve):
                 raise ValueError("GPU-rank CG: precond 'global_amg' needs this rank's "
                                  "vcycle_piece (dycore.parallel.amg.rank_pieces)")
             self.vcycle = DeviceGlobalVCycle(la, transport, vcycle_piece, self.order,
-                                             overlap)
+                                             overlap, self.a.g)
             if self.vcycle.n_owned != n:
                 raise ValueError(f"GPU-rank CG: the global V-cycle's piece has "
                                  f"{self.vcycle.n_owned} owned rows, the matrix {n}")

@@ -224,7 +224,7 @@ class DeviceDistributedSystems:
                   vcycle_piece, amg_hierarchy, overlap=False) -> None:
         """Set :attr:`pressure_method`, :attr:`pcg` and :attr:`direct` (the class's
         parameters)."""
-        from dycore.parallel.device_krylov import DeviceRankPCG
+        from dycore.parallel.device_krylov import ROW_GROUP, DeviceRankPCG
         backend, transport = self.b, self.t
         pc, p = cfg.pressure.preconditioner, cfg.pressure
         self.pcg = self.direct = None
@@ -253,7 +253,8 @@ class DeviceDistributedSystems:
                 backend, transport, plan2, (pp, pi, pv, (rp.n_owned, self.n_local), 1),
                 reduction=reduction, vcycle_piece=vcycle_piece,
                 precond=("global_amg" if glob else "local_amg") if pc == "amg" else "jacobi",
-                rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, group=1, block=block,
+                rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, block=block,
+                group=1 if getattr(backend, "strict", False) else ROW_GROUP,
                 amg_cache=setup_cache, amg_entry=rank_amg_entry(rp),
                 amg_coarsening=p.amg_coarsening, amg_hierarchy=amg_hierarchy,
                 overlap=overlap,
