@@ -1,0 +1,141 @@
+"""Where a GPU step's time goes: every kernel's start and end from CUPTI, split per step.
+
+Record (each rank process runs the program under this wrapper; CUPTI's activity API through
+the ``cupti-python`` wheel, which must match the CUDA major version; kernels inside CUDA
+graphs are recorded node by node)::
+
+    python3 scripts/gpu_ranks_check.py configs/mountainwave3d.yaml --mesh 96 96 80 \\
+        --pressure amg --method cg --global-amg --reduction allreduce --ranks 2 --skip-one \\
+        --steps 3 --warmup 2 \\
+        --mpiexec-args "python3 scripts/device/kernel_split.py record --out /tmp/split-two"
+
+writes ``/tmp/split-two-<rank>.npz`` (the rank from ``OMPI_COMM_WORLD_RANK`` / ``PMI_RANK``)
+when the program exits. Report::
+
+    python3 scripts/device/kernel_split.py report /tmp/split-two-0.npz [--segments 2]
+
+The kernel timeline is cut where the GPU idles for more than ``--gap`` ms (a step ends with a
+host read, and the host issues the next; 2 ms by default); for each of the last
+``--segments`` pieces (a Picard iteration or a step) it prints the span, the GPU's busy time
+(the union of kernel intervals), the busy time of NCCL's kernels and of ours, and the kernels
+by total time (calls, ms, µs a call; numba's mangled names shortened to the Python function's
+name). The recording slows a step by about 5 % (133 against 127 ms, docs/performance.md).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import runpy
+import sys
+
+import numpy as np
+
+
+def record(out: str, argv: list[str]) -> None:
+    """Run ``argv`` (``[python, script, args...]`` as mpiexec passes it, or ``[script,
+    args...]``) with CUPTI kernel activity on; save the kernels at exit."""
+    from cupti import cupti
+    starts, ends, ids, names = [], [], [], {}
+
+    def requested():
+        return 8 * 1024 * 1024, 0
+
+    def completed(activities):
+        for a in activities:
+            if a.kind == cupti.ActivityKind.CONCURRENT_KERNEL:
+                starts.append(a.start)
+                ends.append(a.end)
+                ids.append(names.setdefault(a.name, len(names)))
+
+    cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
+    cupti.activity_register_callbacks(requested, completed)
+    if argv and os.path.basename(argv[0]).startswith("python"):
+        argv = argv[1:]
+    if not argv:
+        sys.exit("kernel_split record: no program to run")
+    sys.argv = list(argv)
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    finally:
+        cupti.activity_flush_all(1)
+        rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))
+        np.savez(f"{out}-{rank}.npz", start=np.array(starts, np.int64),
+                 end=np.array(ends, np.int64), kernel=np.array(ids, np.int32),
+                 names=np.array(sorted(names, key=names.get), dtype=object))
+        print(f"kernel_split: {len(starts)} kernels of rank {rank} in {out}-{rank}.npz",
+              file=sys.stderr)
+
+
+def short_name(mangled: str) -> str:
+    """The Python function's name in numba's mangled kernel name (``…_3clocals_3e6smooth…``
+    → ``smooth``); other names cut to 70 characters."""
+    for marker in (r"_3clocals_3e(\d+)", r"gpu_loops_gen(\d+)"):
+        m = re.search(marker, mangled)
+        if m:
+            return mangled[m.end():m.end() + int(m.group(1))]
+    return mangled[:70]
+
+
+def _union(start, end) -> float:
+    """Total length of the union of intervals (start sorted)."""
+    total, lo, hi = 0.0, None, None
+    for s, e in zip(start, end):
+        if hi is None or s > hi:
+            if hi is not None:
+                total += hi - lo
+            lo, hi = s, e
+        else:
+            hi = max(hi, e)
+    return total + (hi - lo if hi is not None else 0.0)
+
+
+def report(path: str, gap_ms: float = 2.0, segments: int = 2, top: int = 18) -> None:
+    z = np.load(path, allow_pickle=True)
+    order = np.argsort(z["start"], kind="stable")
+    s, e = z["start"][order].astype(float), z["end"][order].astype(float)
+    names = [short_name(str(z["names"][k])) for k in z["kernel"][order]]
+    reach = np.maximum.accumulate(e)
+    cuts = np.flatnonzero(s[1:] - reach[:-1] > gap_ms * 1e6) + 1
+    bounds = np.concatenate([[0], cuts, [s.size]]).astype(int)
+    pieces = list(zip(bounds[:-1], bounds[1:]))
+    print(f"{path}: {s.size} kernels, {len(pieces)} pieces; the last spans [ms]:",
+          [round(float(reach[b - 1] - s[a]) / 1e6, 1) for a, b in pieces[-8:]])
+    for a, b in pieces[-segments:]:
+        ss, ee, nn = s[a:b], e[a:b], names[a:b]
+        nccl = np.array(["nccl" in x.lower() for x in nn])
+        print(f"  piece: span {(reach[b - 1] - ss[0]) / 1e6:.2f} ms, busy "
+              f"{_union(ss, ee) / 1e6:.2f} ms, NCCL kernels {_union(ss[nccl], ee[nccl]) / 1e6:.2f}"
+              f" ms ({int(nccl.sum())}), ours {_union(ss[~nccl], ee[~nccl]) / 1e6:.2f} ms "
+              f"({int((~nccl).sum())})")
+        by: dict = {}
+        for name, d in zip(nn, ee - ss):
+            c = by.setdefault(name, [0, 0.0])
+            c[0] += 1
+            c[1] += d
+        for name, (calls, total) in sorted(by.items(), key=lambda kv: -kv[1][1])[:top]:
+            print(f"    {calls:6d} x {total / 1e6:8.2f} ms {total / calls / 1e3:8.1f} us  {name}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record", help="run a program with CUPTI kernel activity on")
+    rec.add_argument("--out", required=True, help="file prefix: <out>-<rank>.npz")
+    rec.add_argument("program", nargs=argparse.REMAINDER)
+    rep = sub.add_parser("report", help="split a recording into pieces and kernels")
+    rep.add_argument("files", nargs="+")
+    rep.add_argument("--gap", type=float, default=2.0, help="idle ms that ends a piece")
+    rep.add_argument("--segments", type=int, default=2)
+    rep.add_argument("--top", type=int, default=18)
+    args = p.parse_args(argv)
+    if args.command == "record":
+        record(args.out, args.program)
+    else:
+        for f in args.files:
+            report(f, args.gap, args.segments, args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
