@@ -90,7 +90,11 @@ def _union(start, end) -> float:
     return total + (hi - lo if hi is not None else 0.0)
 
 
-def report(path: str, gap_ms: float = 2.0, segments: int = 2, top: int = 18) -> None:
+def split(path: str, gap_ms: float = 2.0, segments: int = 2) -> tuple[int, list[dict]]:
+    """The last ``segments`` pieces of a recording (kernels separated by more than ``gap_ms``
+    of GPU idle). Returns (number of pieces, [{"span_ms", "busy_ms", "nccl_ms", "ours_ms",
+    "nccl_kernels", "our_kernels", "by_kernel": {name: (calls, total ms)}}, ...]); busy
+    times are unions of kernel intervals (overlapping kernels count once)."""
     z = np.load(path, allow_pickle=True)
     order = np.argsort(z["start"], kind="stable")
     s, e = z["start"][order].astype(float), z["end"][order].astype(float)
@@ -99,22 +103,34 @@ def report(path: str, gap_ms: float = 2.0, segments: int = 2, top: int = 18) -> 
     cuts = np.flatnonzero(s[1:] - reach[:-1] > gap_ms * 1e6) + 1
     bounds = np.concatenate([[0], cuts, [s.size]]).astype(int)
     pieces = list(zip(bounds[:-1], bounds[1:]))
-    print(f"{path}: {s.size} kernels, {len(pieces)} pieces; the last spans [ms]:",
-          [round(float(reach[b - 1] - s[a]) / 1e6, 1) for a, b in pieces[-8:]])
+    out = []
     for a, b in pieces[-segments:]:
         ss, ee, nn = s[a:b], e[a:b], names[a:b]
         nccl = np.array(["nccl" in x.lower() for x in nn])
-        print(f"  piece: span {(reach[b - 1] - ss[0]) / 1e6:.2f} ms, busy "
-              f"{_union(ss, ee) / 1e6:.2f} ms, NCCL kernels {_union(ss[nccl], ee[nccl]) / 1e6:.2f}"
-              f" ms ({int(nccl.sum())}), ours {_union(ss[~nccl], ee[~nccl]) / 1e6:.2f} ms "
-              f"({int((~nccl).sum())})")
         by: dict = {}
         for name, d in zip(nn, ee - ss):
-            c = by.setdefault(name, [0, 0.0])
-            c[0] += 1
-            c[1] += d
-        for name, (calls, total) in sorted(by.items(), key=lambda kv: -kv[1][1])[:top]:
-            print(f"    {calls:6d} x {total / 1e6:8.2f} ms {total / calls / 1e3:8.1f} us  {name}")
+            calls, total = by.get(name, (0, 0.0))
+            by[name] = (calls + 1, total + d / 1e6)
+        out.append({"span_ms": float(reach[b - 1] - ss[0]) / 1e6,
+                    "busy_ms": _union(ss, ee) / 1e6,
+                    "nccl_ms": _union(ss[nccl], ee[nccl]) / 1e6,
+                    "ours_ms": _union(ss[~nccl], ee[~nccl]) / 1e6,
+                    "nccl_kernels": int(nccl.sum()), "our_kernels": int((~nccl).sum()),
+                    "by_kernel": by})
+    return len(pieces), out
+
+
+def report(path: str, gap_ms: float = 2.0, segments: int = 2, top: int = 18) -> None:
+    """Print :func:`split` of one recording."""
+    n, pieces = split(path, gap_ms, segments)
+    print(f"{path}: {n} pieces")
+    for p in pieces:
+        print(f"  piece: span {p['span_ms']:.2f} ms, busy {p['busy_ms']:.2f} ms, NCCL kernels "
+              f"{p['nccl_ms']:.2f} ms ({p['nccl_kernels']}), ours {p['ours_ms']:.2f} ms "
+              f"({p['our_kernels']})")
+        for name, (calls, total) in sorted(p["by_kernel"].items(),
+                                           key=lambda kv: -kv[1][1])[:top]:
+            print(f"    {calls:6d} x {total:8.2f} ms {1e3 * total / calls:8.1f} us  {name}")
 
 
 def main(argv=None) -> int:
