@@ -331,3 +331,44 @@ def test_replayed_local_vcycle_with_sums_matches_its_first_solve(backend, proble
     x2, its2, reads = _lockstep(solvers, rhs, backend)
     assert all(s.replayed for s in solvers) and its2 == its1 and reads == k
     assert all(np.array_equal(a, b) for a, b in zip(x1, x2))
+
+
+def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(backend,
+                                                                               problem):
+    """``group`` 2 (GPU ranks outside strict mode use ROW_GROUP = 8; two keep the simulator
+    fast): two
+    threads sum each row of the pressure matrix and of every level's A and R, P's rows one;
+    1, 2 and 4 ranks take the same iterations and give the same bits (the sums' order does
+    not depend on the partition), within rounding of the one-thread-a-row solve and
+    converged to the tolerance."""
+    from dycore.parallel.amg import rank_pieces
+
+    xs, its_all = [], []
+    for k in (1, 2, 4):
+        rps = _ranks(problem, k)
+        owner = np.empty(problem.n, np.int64)
+        for rp in rps:
+            owner[rp.owned] = rp.rank
+        pieces = iter(rank_pieces(problem.a, owner, k, sweeps=1, max_coarse=2))
+        world = LoopbackWorld(k)
+        solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
+                                 owned_rows(rp, problem.n, problem.a), precond="global_amg",
+                                 vcycle_piece=next(pieces), rtol=RTOL, group=2,
+                                 **dict(FAST, check_every=2)) for rp in rps]
+        v = solvers[0].vcycle
+        assert solvers[0].a.g == 2
+        assert all(lev["A"].g == 2 and lev["R"].g == 2 and lev["P"].g == 1
+                   for lev in v.levels)
+        out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
+        x = np.full(problem.n, np.nan)
+        for rp, (xo, _) in zip(rps, out):
+            x[rp.owned] = np.asarray(backend.to_host(xo))
+        xs.append(x)
+        its_all.append([i for _, i in out])
+    assert its_all[1] == [its_all[0][0]] * 2 and its_all[2] == [its_all[0][0]] * 4
+    assert np.array_equal(xs[0], xs[1]) and np.array_equal(xs[0], xs[2])
+    assert _residual(problem, xs[0]) <= RTOL * np.linalg.norm(problem.b) * (1 + 1e-6)
+    one, _, _ = _solve(backend, problem, 1, precond="global_amg", check_every=2,
+                       vcycle_piece=rank_pieces(problem.a, np.zeros(problem.n, np.int64), 1,
+                                                sweeps=1, max_coarse=2)[0])
+    assert np.max(np.abs(xs[0] - one)) <= 1e-6 * np.max(np.abs(one))
