@@ -336,11 +336,10 @@ def test_replayed_local_vcycle_with_sums_matches_its_first_solve(backend, proble
 def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(backend,
                                                                                problem):
     """``group`` 2 (GPU ranks outside strict mode use ROW_GROUP = 8; two keep the simulator
-    fast): two
-    threads sum each row of the pressure matrix and of every level's A and R, P's rows one;
-    1, 2 and 4 ranks take the same iterations and give the same bits (the sums' order does
-    not depend on the partition), within rounding of the one-thread-a-row solve and
-    converged to the tolerance."""
+    fast): two threads sum each row of the pressure matrix and of every level's A and R, P's
+    rows one; 1, 2 and 4 ranks take the same iterations and give the same bits (the sums'
+    order does not depend on the partition), within rounding of the one-thread-a-row solve
+    and converged to the tolerance."""
     from dycore.parallel.amg import rank_pieces
 
     xs, its_all = [], []
