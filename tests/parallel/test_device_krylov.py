@@ -12,6 +12,7 @@ partitions):
   one-level (the coarsest solve A⁺ r alone) and a two-level hierarchy;
 - the global V-cycle (one hierarchy of the whole matrix distributed by rows): bitwise the CPU's
   ``cg`` with the serial :func:`~dycore.solvers.amg.vcycle_reference` on 1, 2 and 4 ranks;
+  with several threads a row (``group``), the same bits on 1, 2 and 4 ranks;
 - the stopping test, the bytes per iteration, and the errors.
 """
 from types import SimpleNamespace
