@@ -116,10 +116,6 @@ def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int 
 
     - ``sizes`` (unknowns per level), ``owned`` (owned ids per level: the rows' owners),
       ``n_coarse``;
-    - ``row_nnz``: the global mean entries per row of every level's A and R, fine first
-      (a list of (A, R) pairs), then of the coarsest pseudo-inverse (a float): what chooses
-      the threads per row of the device V-cycle's products on any number of ranks
-      (:class:`~dycore.parallel.device_amg.DeviceGlobalVCycle`);
     - ``levels``: per distributed level (above the first held whole) the
       :func:`~dycore.parallel.rowmatrix.row_blocks` pieces of A, R, P, the owned entries of
       D⁻¹ and the smoother's coefficients; the last level's P reads the whole vector of the
@@ -144,12 +140,8 @@ def rank_pieces(a, owner, nranks: int, smoother: str = "chebyshev", sweeps: int 
     whole = {"level": top, "owner": owners[top], "coarse_inv": sp.csr_matrix(h.coarse_inv),
              "levels": [(_whole_block(A), _whole_block(R), _whole_block(P), dinv, coef)
                         for A, P, R, dinv, coef in h.levels[top:]]}
-    row_nnz = [(A.nnz / max(A.shape[0], 1), R.nnz / max(R.shape[0], 1))
-               for A, _, R, _, _ in h.levels]
-    row_nnz.append(whole["coarse_inv"].nnz / max(whole["coarse_inv"].shape[0], 1))
     out = [{"sizes": h.sizes, "levels": [], "n_coarse": owners[-1].size, "whole": whole,
-            "owned": [np.flatnonzero(o == r) for o in owners], "row_nnz": row_nnz}
-           for r in ranks]
+            "owned": [np.flatnonzero(o == r) for o in owners]} for r in ranks]
     for lev, (A, P, R, dinv, coef) in enumerate(h.levels[:top]):
         own, own_c = owners[lev], owners[lev + 1]
         ba, br = row_blocks(A, own, own, ranks), row_blocks(R, own_c, own, ranks)

@@ -52,14 +52,10 @@ class DeviceGlobalVCycle:
     overlap : the levels below the fine one distributed by rows are numbered interior first
         and every product of A there (smoothing steps, residual) sums its interior rows while
         the halo exchange travels (:mod:`dycore.parallel.overlap`); the same bits
-    group : threads summing one row of every level's A and R and of the coarsest
-        pseudo-inverse (P's rows are short: one thread). 1: one thread a row in the global
-        CSR's entry order, the serial V-cycle's bits; another power of two ≤ 32: that many for
-        every matrix; None: each matrix its own, :func:`~dycore.solvers.krylov.group_size` of
-        its global mean row length (the piece's ``row_nnz``; at 4.42 M tets 8 for the fine
-        A's 63 entries, 16 on the coarser levels, 2 for the fine R). A fixed number or None
-        gives bits that differ from one thread's but are the same on any number of ranks (a
-        row's sum depends only on its group), with coalesced loads
+    group : threads summing one row of every level's A and R (a power of two ≤ 32; P's rows
+        are short: one thread). 1: one thread a row in the global CSR's entry order, the
+        serial V-cycle's bits; another fixed number gives other bits, the same on any number
+        of ranks, and coalesced loads (a row of the fine level has about 63 entries)
 
     Attributes
     ----------
@@ -68,8 +64,8 @@ class DeviceGlobalVCycle:
     """
 
     def __init__(self, la, transport, piece: dict, order0=None, overlap: bool = False,
-                 group: int | None = 1):
-        from dycore.solvers.krylov import DeviceMatrix, group_size
+                 group: int = 1):
+        from dycore.solvers.krylov import DeviceMatrix
         self.la, self.t, b = la, transport, la.b
         self.sizes = list(piece["sizes"])
         self.pack = get_rank_kernels(getattr(b, "strict", False))["pack_rows"]
@@ -94,20 +90,6 @@ class DeviceGlobalVCycle:
             return (m, DeviceHaloExchange(b, transport, plan, 1, overlap=overlap)
                     if halo else None, int(plan.n_local), (ptr, idx))
 
-        # threads a row of every level's (A, R) and of the coarsest pseudo-inverse: from the
-        # global hierarchy's mean row lengths, so the same on every rank count
-        nlev = len(piece["levels"]) + len(whole["levels"])
-        if group is None:
-            if "row_nnz" not in piece:
-                raise ValueError("DeviceGlobalVCycle: group None needs the piece's row_nnz "
-                                 "(dycore.parallel.amg.rank_pieces)")
-            groups = [tuple(group_size(m, la.max_group) for m in pair)
-                      for pair in piece["row_nnz"][:nlev]]
-            coarse_g = group_size(piece["row_nnz"][nlev], la.max_group)
-        else:
-            groups, coarse_g = [(int(group), int(group))] * nlev, int(group)
-        #: threads a row of every level's (A, R) and of the coarsest pseudo-inverse
-        self.groups, self.coarse_group = groups, coarse_g
         z = b.zeros
         self.levels = []
         blocks = [(blk, lev < self.top) for lev, blk in enumerate(piece["levels"])]
@@ -117,9 +99,8 @@ class DeviceGlobalVCycle:
             # that level is held whole)
             mine = orders[lev] if split else None
             below = orders[lev + 1] if lev + 1 < self.top else None
-            ga, gr = groups[lev]
-            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap, ga),
-                                                 matrix(br, split, below, mine, g=gr))
+            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap, group),
+                                                 matrix(br, split, below, mine, g=group))
             P, hp, np_, _ = matrix(bp, split and lev + 1 < self.top, mine, below)
             n = A.nrow
             # rows summed before the exchange has landed: none without overlap, all on a
@@ -147,7 +128,7 @@ class DeviceGlobalVCycle:
         inv = whole["coarse_inv"].tocsr()
         inv.sort_indices()
         self.coarse = DeviceMatrix(la, inv.indptr.astype(np.int32), inv.indices.astype(np.int32),
-                                   inv.data.astype(np.float64), 1, coarse_g)
+                                   inv.data.astype(np.float64), 1, 1)
         self.n_top_owned = int(owned[transport.rank].size)
         # (the restriction above ``top`` writes this rank's right-hand side of ``top`` straight
         # into the all-gather's send buffer)

@@ -99,10 +99,10 @@ MAX_PAIRS = 6
 #: 132-SM H100 / H200. 64 blocks left the GPU two-thirds idle — 29 µs for a 762,129-entry dot
 #: on an H200 (CUPTI, docs/performance.md)
 SUM_BLOCKS = 264
-#: threads summing one row of the pressure matrix on GPU ranks outside strict mode (the
-#: step's ``group``; the global V-cycle's matrices then choose theirs from the global mean row
-#: lengths): coalesced loads of rows of about 63 entries, the same bits on any rank count;
-#: strict runs keep one thread a row (the serial V-cycle's and the CPU ranks' bits)
+#: threads summing one row of the pressure matrix and of the global V-cycle's A and R on GPU
+#: ranks outside strict mode (the step's ``group``): coalesced loads of the fine level's rows
+#: of about 63 entries, the same bits on any rank count; strict runs keep one thread a row
+#: (the serial V-cycle's and the CPU ranks' bits)
 ROW_GROUP = 8
 
 _CACHE: dict = {}
@@ -345,11 +345,6 @@ class DeviceRankPCG(ReplayedSolve):
         pressure rows and the local V-cycle's matrices alike; another power of two ≤ 32: that
         many on every rank; None: :func:`dycore.solvers.krylov.group_size` of this rank's
         rows, which may differ between ranks)
-    vcycle_group : threads summing one row of the global V-cycle's A, R and coarsest
-        pseudo-inverse (``global_amg``; :class:`~dycore.parallel.device_amg.DeviceGlobalVCycle`'s
-        ``group``): a power of two ≤ 32 for every matrix, or None: one thread when ``group``
-        is 1 (the serial V-cycle's bits), else each matrix its own from the global hierarchy's
-        mean row length (the same on any number of ranks)
     check_every : iterations issued between two host reads of the verdict
     amg_dtype : storage of the local V-cycle's level matrices (float64 or float32)
     amg_max_coarse, amg_smoother, amg_sweeps : the local hierarchy (as the serial device solver)
@@ -392,8 +387,7 @@ class DeviceRankPCG(ReplayedSolve):
 
     def __init__(self, backend, transport, plan, rows, reduction: str = "exact",
                  precond: str = "jacobi", rtol: float = 1e-8, atol: float = 0.0,
-                 maxiter: int = 1000, group: int | None = 1,
-                 vcycle_group: int | None = None, check_every: int = 8,
+                 maxiter: int = 1000, group: int | None = 1, check_every: int = 8,
                  amg_dtype=np.float64, amg_max_coarse: int = 500,
                  amg_smoother: str = "chebyshev", amg_sweeps: int = 2,
                  exact_blocks: int = 264, exact_threads: int | None = None,
@@ -497,10 +491,8 @@ class DeviceRankPCG(ReplayedSolve):
             if vcycle_piece is None:
                 raise ValueError("GPU-rank CG: precond 'global_amg' needs this rank's "
                                  "vcycle_piece (dycore.parallel.amg.rank_pieces)")
-            if vcycle_group is None and self.a.g == 1:
-                vcycle_group = 1
             self.vcycle = DeviceGlobalVCycle(la, transport, vcycle_piece, self.order,
-                                             overlap, vcycle_group)
+                                             overlap, self.a.g)
             if self.vcycle.n_owned != n:
                 raise ValueError(f"GPU-rank CG: the global V-cycle's piece has "
                                  f"{self.vcycle.n_owned} owned rows, the matrix {n}")
