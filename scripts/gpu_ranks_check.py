@@ -48,7 +48,9 @@ field from the K-rank and 1-rank runs (0 in every field with ``--deterministic``
 Printed (and written to ``--json``): for K ranks and for 1 rank, the mesh (cells, tetrahedra),
 the median step time [ms], the halo kB per step sent by all ranks (the backend's
 ``counters.halo_bytes``: an exchange captured in a graph counts at each replay; ``--ab-graphs``
-reports those of its uncaptured steps too, the same count), every rank's peak host memory
+reports those of its uncaptured steps too, the same count), the exchanges a rank posts per
+step and how many of them packed their values first (``halo_packs``: the rest sent from the
+vector itself), every rank's peak host memory
 (``ru_maxrss``, MB) after the set-up and after the steps, and for K ranks on the 1-rank mesh
 the max |diff| of every field from the 1-rank run after the same number of steps (0 in every field with
 ``--deterministic``, the exact reduction and pressure ``jacobi``: the same bits on any rank
@@ -155,9 +157,13 @@ def worker(args) -> None:
         sim.timers.reset()        # the stage timers cover the timed steps only
         t, cnt = sim.transport, sim.backend.counters   # (captured exchanges: at each replay)
         b0, s0 = cnt.halo_bytes, getattr(t, "seconds", None)
+        e0, k0 = cnt.halo_exchanges, cnt.halo_packs
         times, its = timed()
         n = max(args.steps, 1)
         halo_bytes = comm.allreduce(cnt.halo_bytes - b0, op=MPI.SUM) / n
+        # exchanges per step and per rank, and how many of them packed before sending
+        halo_counts = [comm.allreduce(c, op=MPI.SUM) / comm.size / n
+                       for c in (cnt.halo_exchanges - e0, cnt.halo_packs - k0)]
         halo_s = (None if s0 is None
                   else comm.allreduce(t.seconds - s0, op=MPI.SUM) / comm.size / n)
         progress(f"{args.steps} timed steps")
@@ -203,6 +209,7 @@ def worker(args) -> None:
                 "tets": int(sim.mesh.tets.shape[0]), "nodes": int(sim.nnodes),
                 "peak_host_mb_after_setup": peak_setup, "peak_host_mb": peak,
                 "halo_bytes_per_step": halo_bytes, "halo_host_s_per_step": halo_s,
+                "halo_exchanges_per_step": halo_counts[0], "halo_packs_per_step": halo_counts[1],
                 "transport": type(t).__name__, "device": sim.backend.describe(),
                 "nccl_stream_ordered": getattr(t, "stream_ordered", None),
                 "reduction": reduction,
@@ -366,6 +373,8 @@ def _summary(res: dict) -> dict:
                                if res["step_s"] else None),
             "step_ms_all": [round(1e3 * s, 3) for s in res["step_s"]],
             "halo_kB_per_step": round(res["halo_bytes_per_step"] / 1e3, 1),
+            "halo_exchanges_per_step_per_rank": res.get("halo_exchanges_per_step"),
+            "halo_packs_per_step_per_rank": res.get("halo_packs_per_step"),
             "halo_kB_per_step_uncaptured": (None if res["halo_bytes_per_step_uncaptured"] is None
                                             else round(res["halo_bytes_per_step_uncaptured"]
                                                        / 1e3, 1)),

@@ -20,12 +20,14 @@ class Counters:
         float64 values it sent in them
         (:class:`~dycore.parallel.device_halo.DeviceHaloExchange`), those inside a captured
         graph counted at each replay (:class:`~dycore.backend.graphs.Graph`)
+    halo_packs : those exchanges that packed their values into a send buffer first (a pack
+        kernel; the others sent from the vector itself), counted the same way
     """
 
     FIELDS = ("launches", "graph_replays", "graph_kernels", "syncs", "allocations",
-              "halo_exchanges", "halo_bytes")
+              "halo_exchanges", "halo_bytes", "halo_packs")
     #: the fields a captured graph adds at each replay (what its capture counted)
-    REPLAYED = ("halo_exchanges", "halo_bytes")
+    REPLAYED = ("halo_exchanges", "halo_bytes", "halo_packs")
 
     def __init__(self):
         for f in self.FIELDS:

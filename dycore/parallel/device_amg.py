@@ -32,7 +32,7 @@ import numpy as np
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import get_rank_kernels
 from dycore.parallel.overlap import interior_first, leading_interior, local_relabel, renumber, \
-    split_rows
+    send_last, split_rows
 
 __all__ = ["DeviceGlobalVCycle"]
 
@@ -71,16 +71,19 @@ class DeviceGlobalVCycle:
         self.pack = get_rank_kernels(getattr(b, "strict", False))["pack_rows"]
         whole = piece["whole"]
         self.top = int(whole["level"])
-        # the owned rows of every level above ``top`` numbered interior first (the fine
-        # level's as the caller's ``order0``, None: as given), so the products of A overlap
-        # their halo exchange (dycore.parallel.overlap); the whole levels keep global order
+        # the owned rows of every level above ``top`` numbered interior first with overlap,
+        # so the products of A overlap their halo exchange, else with the rows A's plan sends
+        # last (send_last: on two ranks the messages leave from the vector, no pack kernel)
+        # (dycore.parallel.overlap); the fine level's as the caller's ``order0`` (None: as
+        # given); the whole levels keep global order
         orders = []
         for lev, (ba, *_rest) in enumerate(piece["levels"][:self.top]):
             if lev == 0:
                 orders.append(None if order0 is None else np.asarray(order0, np.int64))
             else:
-                orders.append(interior_first(ba[1], ba[2], np.asarray(ba[1]).size - 1)[0]
-                              if overlap else None)
+                n_lev = np.asarray(ba[1]).size - 1
+                orders.append(interior_first(ba[1], ba[2], n_lev)[0] if overlap
+                              else send_last(ba[0], n_lev))
 
         def matrix(block, halo: bool, rows=None, cols=None, overlap=False, g=1):
             # entry order kept (the serial row sums); renumbered where rows / cols are given

@@ -151,6 +151,7 @@ class DeviceHaloExchange:
         if counters is not None:                 # (a capture counts them for its replays)
             counters.halo_exchanges += 1
             counters.halo_bytes += 8 * n
+            counters.halo_packs += int(bool(n) and not self.send_in_place)
         flat = x.reshape(-1)
         if self.send_in_place:
             sends = [(q, flat[s:s + m]) for q, s, m in self._send_runs]

@@ -76,7 +76,8 @@ from dycore.backend.timers import add_seconds
 from dycore.errors import SolverDivergedError
 from dycore.parallel.device_halo import DeviceHaloExchange
 from dycore.parallel.device_kernels import EXACT_BLOCK, NPARTS, get_rank_kernels
-from dycore.parallel.overlap import interior_first, leading_interior, renumber, split_rows
+from dycore.parallel.overlap import (interior_first, leading_interior, renumber, send_last,
+                                     split_rows)
 from dycore.parallel.device_replay import ReplayedSolve
 
 __all__ = ["DeviceRankPCG", "PRECONDITIONERS", "REDUCTIONS", "get_krylov_kernels",
@@ -416,13 +417,19 @@ class DeviceRankPCG(ReplayedSolve):
         # exchange travels (dycore.parallel.overlap): the solve permutes b on entry and x on
         # exit; every row keeps its entries' order, so the bits do not change (the local
         # V-cycle's hierarchy is built from the rows as given, so it keeps their order)
+        # Without overlap, the global V-cycle's fine level (four of a cycle's exchanges) is
+        # numbered with its sent rows last, in the message's order (send_last): on two ranks
+        # its messages leave from the vector itself, with no pack kernel
         self.order = None
         overlap = bool(overlap) and precond != "local_amg"
+        order = None
         if overlap:
             order, _ = interior_first(ptr, cols, n)
-            if not np.array_equal(order, np.arange(n)):
-                self.order = order
-                plan, ptr, cols, vals = renumber(plan, ptr, cols, vals, order, order)
+        elif precond == "global_amg" and vcycle_piece is not None and vcycle_piece["levels"]:
+            order = send_last(vcycle_piece["levels"][0][0][0], n)
+        if order is not None and not np.array_equal(order, np.arange(n)):
+            self.order = order
+            plan, ptr, cols, vals = renumber(plan, ptr, cols, vals, order, order)
         self.b, self.t, self.plan = backend, transport, plan
         self.reduction, self.precond, self.name = reduction, precond, name
         self.check_every = max(1, int(check_every))

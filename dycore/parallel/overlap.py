@@ -29,7 +29,7 @@ import numpy as np
 from dycore.parallel.partition import HaloPlan, row_subset
 
 __all__ = ["interior_first", "leading_interior", "local_relabel", "permute_rows", "reads_ghost",
-           "relabel_plan", "renumber", "split_rows"]
+           "relabel_plan", "renumber", "send_last", "split_rows"]
 
 
 def interior_first(indptr, indices, n_owned: int) -> tuple[np.ndarray, int]:
@@ -54,6 +54,33 @@ def interior_first(indptr, indices, n_owned: int) -> tuple[np.ndarray, int]:
     has_ghost = _owned_rows_reading_ghosts(indptr, indices, n_owned)
     order = np.concatenate([np.flatnonzero(~has_ghost), np.flatnonzero(has_ghost)])
     return order.astype(np.int64), int(n_owned - np.count_nonzero(has_ghost))
+
+
+def send_last(plan: HaloPlan, n_owned: int) -> np.ndarray | None:
+    """The owned rows numbered so that the one neighbour's message is one run: the rows the
+    plan does not send ascending, then the sent rows in the message's order. Renumbered so
+    (:func:`renumber`), the plan's sent ids are n_owned − m … n_owned − 1 and NCCL reads them
+    from the vector itself: :class:`~dycore.parallel.device_halo.DeviceHaloExchange` needs no
+    pack kernel (``send_in_place``). Like every renumbering here, it changes no row's sum.
+
+    Parameters
+    ----------
+    plan : HaloPlan of the rank (sent ids are owned local ids, < n_owned); n_owned : int
+
+    Returns
+    -------
+    order : (n_owned,) int64 (order[new] = old), or None when the plan sends to no neighbour
+    or to more than one (no single numbering makes every message a run), or sends a row twice.
+    """
+    sends = [np.asarray(v, np.int64) for v in plan.send.values() if np.asarray(v).size]
+    if len(sends) != 1:
+        return None
+    sent = sends[0]
+    if np.unique(sent).size != sent.size or sent.min() < 0 or sent.max() >= n_owned:
+        return None
+    kept = np.ones(n_owned, bool)
+    kept[sent] = False
+    return np.concatenate([np.flatnonzero(kept), sent]).astype(np.int64)
 
 
 def reads_ghost(indptr, indices, first_ghost: int) -> np.ndarray:

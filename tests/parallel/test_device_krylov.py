@@ -199,6 +199,10 @@ def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend
     assert sum(lev["ha"] is not None for lev in v.levels) == top
     if overlap and k == 2 and top > 0:     # some rank sums interior rows before the exchange
         assert any(0 < s.vcycle.n_interior < s.n_owned for s in solvers)
+    if not overlap and k == 2 and top > 0:
+        # each distributed level numbered with A's sent rows last (send_last): its exchanges
+        # send from the vector itself (no pack), and the bits above did not change
+        assert all(lev["ha"].send_in_place for s in solvers for lev in s.vcycle.levels[:top])
 
 
 def test_a_solve_that_stops_unconverged_raises_on_every_rank(backend, problem):

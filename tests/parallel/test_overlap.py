@@ -8,7 +8,7 @@ import scipy.sparse as sps
 
 from dycore.parallel.overlap import (interior_first, leading_interior, local_relabel,
                                      permute_rows, reads_ghost, relabel_plan, renumber,
-                                     split_rows)
+                                     send_last, split_rows)
 from dycore.parallel.partition import HaloPlan
 
 
@@ -72,6 +72,33 @@ def test_renumbered_rows_keep_every_rows_bits_and_the_halo_sends_the_same_values
     assert np.array_equal(p3.send[1], moved.send[1])
     same = renumber(plan, ptr, idx, val)
     assert same[0] is plan and all(u is v for u, v in zip(same[1:], (ptr, idx, val)))
+
+
+def test_send_last_makes_the_one_message_a_run_of_the_same_values():
+    """The rows one neighbour receives numbered last in the message's order: the renumbered
+    plan sends ids n − m … n − 1 (one run: no pack kernel) and the same values; with two
+    neighbours, a row sent twice or nothing sent there is no such numbering (None)."""
+    ptr, idx, val, n, nl = _rank_rows()
+    sent = np.array([17, 3, 39, 0, 22])                       # the receiver's order
+    plan = HaloPlan(1, nl, (1,), {1: sent}, {1: np.arange(n, nl)})
+    order = send_last(plan, n)
+    assert np.array_equal(np.sort(order), np.arange(n))
+    assert np.array_equal(order[-sent.size:], sent)
+    assert np.all(np.diff(order[:-sent.size]) > 0)            # the others ascending
+    moved, p2, i2, v2 = renumber(plan, ptr, idx, val, order, order)
+    assert np.array_equal(moved.send[1], np.arange(n - sent.size, n))
+    x = np.random.default_rng(7).standard_normal(nl)
+    x2 = np.empty(nl)
+    x2[local_relabel(order, nl)] = x
+    assert np.array_equal(x2[moved.send[1]], x[sent])
+    y = sps.csr_matrix((val, idx, ptr), shape=(n, nl)) @ x
+    assert np.array_equal(sps.csr_matrix((v2, i2, p2), shape=(n, nl)) @ x2, y[order])
+    two = HaloPlan(1, nl, (1, 2), {1: sent, 2: np.array([4])}, {1: np.arange(n, nl - 1),
+                                                                   2: np.array([nl - 1])})
+    twice = HaloPlan(1, nl, (1,), {1: np.array([3, 3])}, {1: np.arange(n, n + 2)})
+    none = HaloPlan(1, nl, (), {}, {})
+    assert send_last(two, n) is None and send_last(twice, n) is None
+    assert send_last(none, n) is None
 
 
 def test_split_rows_cover_every_row_once():
