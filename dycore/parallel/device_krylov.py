@@ -451,6 +451,9 @@ class DeviceRankPCG(ReplayedSolve):
         on_diag = cols == rowid
         diag = np.zeros(n)
         diag[rowid[on_diag]] = vals[on_diag]
+        del rowid, on_diag
+        if precond != "local_amg":    # (uploaded: the host copies go before the V-cycle's)
+            cols = vals = None
         if np.any(diag == 0.0):
             raise ValueError(f"GPU-rank CG: zero diagonal at owned row "
                              f"{int(np.flatnonzero(diag == 0.0)[0])}")
