@@ -225,6 +225,41 @@ def test_device_halo_fills_every_ghost_from_its_owner(backend, systems, k, depth
         halos[0].begin(np.zeros(3))
 
 
+def test_rows_numbered_send_last_go_out_of_the_vector_on_both_sides(backend, systems):
+    """Two ranks, each numbering its owned rows with the plan's sent rows last
+    (``overlap.send_last``): both sides of the exchange go in place (no pack, no unpack
+    kernel: ``counters.halo_packs`` does not move), and every ghost gets its owner's value."""
+    from dycore.parallel.overlap import local_relabel, relabel_plan, send_last
+    s = systems
+    n = s["nnodes"]
+    part = metis_partition(s["indptr"], s["indices"], 2)
+    rps = partition_mesh(s["tets"], n, s["indptr"], s["indices"], part)
+    world = LoopbackWorld(2)
+    glob = np.arange(n, dtype=np.float64) * 0.25 + 1.0
+    xs, halos = [], []
+    for rp in rps:
+        plan = rp.plan(2)
+        order = send_last(plan, rp.n_owned)
+        new = local_relabel(order, plan.n_local)
+        x = np.full(plan.n_local, np.nan)
+        x[new[:rp.n_owned]] = glob[rp.owned]          # owned values in the new numbering
+        xs.append((x, new))
+        halos.append(DeviceHaloExchange(backend, world.transport(rp.rank),
+                                        relabel_plan(plan, new), 1))
+    c0 = backend.counters.snapshot()
+    for h, (x, _) in zip(halos, xs):
+        h.begin(x)
+    for h, (x, _) in zip(halos, xs):
+        h.end(x)
+    c1 = backend.counters.snapshot()
+    assert c1["halo_exchanges"] - c0["halo_exchanges"] == 2
+    assert c1["halo_packs"] == c0["halo_packs"]
+    for rp, h, (x, new) in zip(rps, halos, xs):
+        assert h.send_in_place and h.recv_in_place and h.values_sent > 0
+        assert not hasattr(h, "sbuf") and not hasattr(h, "rbuf")
+        assert np.array_equal(x[new], glob[rp.l2g[:x.shape[0]]])   # back in the old order
+
+
 def test_an_exchange_may_go_in_place_on_one_side_only(backend, systems):
     """``in_place=("recv",)`` (the message benchmark's middle case): received into the vector,
     sent through the pack buffer, every ghost filled; a side that is not a side is refused."""
