@@ -110,11 +110,23 @@ class DeviceHaloExchange:
             None if st is None else [(q, st[i] * bs, len(ids[i]) * bs)
                                      for i, q in enumerate(peers) if len(ids[i])]
             for st, ids in zip(starts, (send, recv)))
+        # a transport that stores into the neighbours' memory itself (the peer transport,
+        # :mod:`dycore.parallel.peer`) gathers the owned values and scatters the ghosts in
+        # its own kernels: per peer (peer, first id or None, device ids or None, values)
+        self.direct = None
+        if hasattr(transport, "put"):
+            self.direct = tuple(
+                [(q, None if st is None else st[i] * bs, None if st is not None or not len(ids[i])
+                  else backend.to_device(ids[i]), len(ids[i]) * bs)
+                 for i, q in enumerate(peers) if len(ids[i])]
+                for st, ids in zip(starts, (send, recv)))
         # the pack / unpack buffers and their index lists, only on a side not in place
         self._sends = self._recvs = None
-        if not self.send_in_place:
+        if self.direct is not None:
+            pass
+        elif not self.send_in_place:
             self.send_idx, self.sbuf, self._sends = self._buffers(send, so, peers)
-        if not self.recv_in_place:
+        if self.direct is None and not self.recv_in_place:
             self.recv_idx, self.rbuf, self._recvs = self._buffers(recv, ro, peers)
         self._open = False
 
@@ -151,8 +163,17 @@ class DeviceHaloExchange:
         if counters is not None:                 # (a capture counts them for its replays)
             counters.halo_exchanges += 1
             counters.halo_bytes += 8 * n
-            counters.halo_packs += int(bool(n) and not self.send_in_place)
+            counters.halo_packs += int(bool(n) and not self.send_in_place
+                                       and self.direct is None)
         flat = x.reshape(-1)
+        if self.direct is not None:
+            work = lambda: self._put(flat)              # noqa: E731
+            if self.branch is None:
+                work()
+            else:
+                self.branch.issue(work)
+            self._open = True
+            return
         if self.send_in_place:
             sends = [(q, flat[s:s + m]) for q, s, m in self._send_runs]
         else:
@@ -168,8 +189,28 @@ class DeviceHaloExchange:
             self.branch.issue(lambda: self.t.post(sends, recvs, stream=self.b.stream))
         self._open = True
 
+    def _put(self, flat) -> None:
+        """Every neighbour's owned values stored into its mailbox (the peer transport)."""
+        bs = self.block
+        for q, start, idx, m in self.direct[0]:
+            if idx is None:
+                self.t.put(q, flat[start:start + m], m)
+            else:
+                self.t.put(q, flat, m, idx, bs)
+
     def end(self, x) -> None:
         """Complete the messages of :meth:`begin` and write the ghost values into ``x``."""
+        if self.direct is not None:
+            flat, bs = x.reshape(-1), self.block
+            for q, start, idx, m in self.direct[1]:
+                if idx is None:
+                    self.t.take(q, flat[start:start + m], m)
+                else:
+                    self.t.take(q, flat, m, idx, bs)
+            if self.branch is not None:
+                self.branch.join()
+            self._open = False
+            return
         self.t.complete()
         if self.branch is not None:
             self.branch.join()

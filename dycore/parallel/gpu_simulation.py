@@ -96,7 +96,7 @@ def select_rank_device(comm) -> tuple[int, bool]:
 
 
 def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool) -> str:
-    """The transport GPU ranks use: ``kind`` ("auto", "nccl" or "mpi") resolved.
+    """The transport GPU ranks use: ``kind`` ("auto", "nccl", "peer" or "mpi") resolved.
 
     ``auto`` is NCCL on GPUs whose CuPy has it and where every rank has a GPU of its own, else
     the staged MPI transport (always under the simulator). NCCL cannot put two ranks of one
@@ -105,11 +105,22 @@ def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool) -> str:
 
     Raises
     ------
-    ConfigError for ``nccl`` with shared GPUs or without NCCL in CuPy; ValueError for another
-    ``kind``.
+    ``peer`` (:mod:`dycore.parallel.peer`: our kernels store each message into the
+    neighbour GPU's memory through CUDA IPC) is taken only when asked for: one host, a GPU
+    per rank, peer access between them (checked when it is built), never under the simulator.
+
+    Raises
+    ------
+    ConfigError for ``nccl`` with shared GPUs or without NCCL in CuPy, and for ``peer`` under
+    the simulator or with shared GPUs; ValueError for another ``kind``.
     """
-    if kind not in ("auto", "nccl", "mpi"):
-        raise ValueError(f"GPU-rank transport must be 'auto', 'nccl' or 'mpi', got {kind!r}")
+    if kind not in ("auto", "nccl", "peer", "mpi"):
+        raise ValueError(f"GPU-rank transport must be 'auto', 'nccl', 'peer' or 'mpi', got "
+                         f"{kind!r}")
+    if kind == "peer" and (simulator or shared):
+        raise ConfigError("GPU-rank transport peer: " + (
+            "needs GPUs (CUDA IPC), not the simulator" if simulator else
+            "more MPI ranks than GPUs on a node; start one rank per GPU"))
     if kind == "auto":
         if simulator or not nccl:
             return "mpi"
@@ -137,7 +148,7 @@ def _nccl_available() -> bool:
 
 def make_transport(comm, backend, kind: str = "auto", shared: bool = False):
     """The GPU ranks' transport: ``"nccl"`` (:class:`~dycore.parallel.nccl.NcclTransport` on
-    the backend's stream), ``"mpi"`` (:class:`~dycore.parallel.nccl.MpiStagedTransport`) or
+    the backend's stream), ``"peer"`` (:class:`~dycore.parallel.peer.PeerTransport`), ``"mpi"`` (:class:`~dycore.parallel.nccl.MpiStagedTransport`) or
     ``"auto"`` (:func:`transport_kind`; ``shared``: some node has more ranks than GPUs).
 
     Raises
@@ -150,6 +161,9 @@ def make_transport(comm, backend, kind: str = "auto", shared: bool = False):
                           shared)
     if kind == "nccl":
         return NcclTransport.from_mpi(comm, backend.stream)
+    if kind == "peer":
+        from dycore.parallel.peer import PeerTransport
+        return PeerTransport.from_mpi(comm, backend)
     return MpiStagedTransport(comm, reissue=backend.simulator)
 
 

@@ -293,7 +293,12 @@ def test_the_transport_of_gpu_ranks_and_ranks_sharing_gpus(caplog):
         transport_kind("nccl", simulator=False, nccl=True, shared=True)
     with pytest.raises(ConfigError, match="no NCCL"):
         transport_kind("nccl", simulator=True, nccl=False, shared=False)
-    with pytest.raises(ValueError, match="'auto', 'nccl' or 'mpi'"):
+    assert transport_kind("peer", simulator=False, nccl=False, shared=False) == "peer"
+    with pytest.raises(ConfigError, match="peer: needs GPUs"):
+        transport_kind("peer", simulator=True, nccl=False, shared=False)
+    with pytest.raises(ConfigError, match="peer: more MPI ranks than GPUs"):
+        transport_kind("peer", simulator=False, nccl=True, shared=True)
+    with pytest.raises(ValueError, match="'auto', 'nccl', 'peer' or 'mpi'"):
         transport_kind("ucx", simulator=False, nccl=True, shared=False)
 
 

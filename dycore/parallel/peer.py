@@ -1,0 +1,321 @@
+"""The peer transport: GPU ranks of one host message each other with their own kernels.
+
+NCCL's send/recv costs about 8 µs a message between two H200s on NVLink however few values it
+carries, and the 2-GPU step at 4.42 M tets sends about 780 of them and makes about 300
+all-reduces (docs/performance.md). This transport moves the same messages with two small
+kernels of ours (:mod:`dycore.parallel.peer_kernels`): the sender stores the values straight
+into the receiver's memory (CUDA IPC maps every rank's mailbox into its neighbours' address
+spaces; NVLink or PCIe peer access carries the stores) and raises a flag there; the receiver
+waits for the flag and copies the values where they belong. The stores can gather the owned
+values by index and the copy can scatter into the ghost slots, so a halo exchange needs no
+separate pack or unpack kernel. Every operation is a kernel on the backend's stream, so it
+is captured into the CUDA graphs like any other launch.
+
+It has :mod:`dycore.parallel.nccl`'s transport interface (``post`` / ``complete`` /
+``allreduce`` / ``allgather``, ``capturable``): an all-reduce stores this rank's values in
+every other rank's mailbox, copies theirs out, and combines all of them in rank order, so
+every rank gets the same bits (on two ranks, the bits of NCCL's sum); an all-gather stores
+this rank's block in every other rank's mailbox and copies theirs into the receive buffer.
+
+:meth:`PeerTransport.from_mpi` builds it over one host's ranks (CUDA IPC does not cross
+hosts); :class:`PeerWorld` connects K ranks inside one process (tests under numba-cuda's
+simulator, where the "remote" mailbox is the other rank's NumPy array). Every rank must issue
+its messages in the same order as its neighbours (the SPMD order that NCCL needs as well).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dycore.backend.gpu_kernels import grid
+from dycore.parallel.peer_kernels import get_peer_kernels
+
+__all__ = ["DEFAULT_CAPACITY", "PeerTransport", "PeerWorld", "peer_access_problem"]
+
+#: float64 values one message may carry (a slot of a mailbox): 8 MiB
+DEFAULT_CAPACITY = 1 << 20
+#: slots of each mailbox: how many messages a rank may have in flight to one neighbour
+SLOTS = 4
+#: polls of a flag before a wait gives up (GPU: minutes; the simulator: no rank can post
+#: while another spins, so a missing message must fail at once)
+SPIN_GPU, SPIN_SIMULATOR = 1 << 28, 2
+#: most blocks one message's kernel takes
+MAX_BLOCKS = 32
+
+
+class _Mailbox:
+    """The views of one rank's mailbox memory: ``box`` (K, S, cap) float64 — slots of the
+    messages from every rank; ``flags`` (K, S), ``acks`` (K, S) int64 — the landed / copied
+    message numbers per source / destination and slot; ``sent``, ``received`` (K,) int64 —
+    messages sent to / received from each rank; ``ticket`` (2K,) int64; ``err`` (1,) int64."""
+
+    def __init__(self, head, box, size: int):
+        k, s = size, SLOTS
+        self.flags = head[:k * s].reshape(k, s)
+        self.acks = head[k * s:2 * k * s].reshape(k, s)
+        o = 2 * k * s
+        self.sent, self.received = head[o:o + k], head[o + k:o + 2 * k]
+        self.ticket = head[o + 2 * k:o + 4 * k]
+        self.err = head[o + 4 * k:o + 4 * k + 1]
+        self.box = box
+
+    @staticmethod
+    def head_size(size: int) -> int:
+        return 2 * size * SLOTS + 4 * size + 1
+
+
+class PeerTransport:
+    """Messages and reductions between GPU ranks by stores into each other's memory.
+
+    Parameters
+    ----------
+    backend : GPUBackend (or its simulator) — kernel launches on its stream
+    rank, size : int — this rank and the rank count
+    mine : _Mailbox of this rank's own memory; peers : dict rank -> _Mailbox of that rank's
+        memory as this rank sees it (IPC-mapped on a GPU)
+    capacity : int — float64 values a message may carry
+    closer : callable or None — unmaps the peers' memory (:meth:`close`)
+
+    Attributes
+    ----------
+    allgather_bytes : int — what this rank contributed to all-gathers
+    """
+
+    #: every operation is a kernel on the backend's stream
+    capturable = True
+
+    def __init__(self, backend, rank: int, size: int, mine, peers: dict, capacity: int,
+                 closer=None, keep=None):
+        self.b, self.rank, self.size = backend, int(rank), int(size)
+        self.mine, self.peers, self.capacity = mine, peers, int(capacity)
+        self.k = get_peer_kernels()
+        sim = bool(getattr(backend, "simulator", False))
+        self.spin = SPIN_SIMULATOR if sim else SPIN_GPU
+        #: threads per block of the kernels (the simulator runs a Python thread for each)
+        self.threads, self.max_blocks = (16, 2) if sim else (256, MAX_BLOCKS)
+        self._closer, self._keep = closer, keep
+        self._no_idx = backend.zeros(0, np.int64)
+        #: every rank's values of an all-reduce, row r from rank r (this rank's row unused)
+        self.gathered = backend.zeros((self.size, self.capacity))
+        self._recvs = []
+        self.allgather_bytes = 0
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_mpi(cls, comm, backend, capacity: int = DEFAULT_CAPACITY) -> "PeerTransport":
+        """The transport of ``comm``'s ranks, all on one host, one GPU each: every rank
+        allocates its mailbox (one ``cudaMalloc``), and the ranks swap CUDA IPC handles
+        through ``comm`` and map each other's mailboxes.
+
+        Raises
+        ------
+        ConfigError when the ranks are not on one host or two of their GPUs cannot access
+        each other (:func:`peer_access_problem`); RuntimeError (CuPy) when IPC fails.
+        """
+        import cupy
+
+        from dycore.errors import ConfigError
+        problem = peer_access_problem(comm)
+        if problem:
+            raise ConfigError(f"GPU-rank transport peer: {problem}; use --transport nccl")
+        k = comm.size
+        nhead = _Mailbox.head_size(k)
+        nbytes = 8 * (nhead + k * SLOTS * int(capacity))
+        mem = cupy.cuda.Memory(nbytes)                 # (its own cudaMalloc: IPC maps it whole)
+        cupy.cuda.runtime.memset(mem.ptr, 0, nbytes)
+
+        def views(ptr_mem):
+            p = cupy.cuda.MemoryPointer(ptr_mem, 0)
+            head = cupy.ndarray((nhead,), np.int64, p)
+            box = cupy.ndarray((k, SLOTS, int(capacity)), np.float64, p + 8 * nhead)
+            return _Mailbox(head, box, k)
+
+        handles = comm.allgather(cupy.cuda.runtime.ipcGetMemHandle(mem.ptr))
+        dev = cupy.cuda.runtime.getDevice()
+        opened, peers = [], {}
+        for q, h in enumerate(handles):
+            if q == comm.rank:
+                continue
+            ptr = cupy.cuda.runtime.ipcOpenMemHandle(h)
+            opened.append(ptr)
+            peers[q] = views(cupy.cuda.UnownedMemory(ptr, nbytes, None, dev))
+
+        def closer():
+            for ptr in opened:
+                cupy.cuda.runtime.ipcCloseMemHandle(ptr)
+            opened.clear()
+        comm.Barrier()                                  # (every mailbox zeroed and mapped)
+        return cls(backend, comm.rank, k, views(mem), peers, capacity, closer, keep=mem)
+
+    def close(self) -> None:
+        """Unmap the other ranks' mailboxes (after every rank's stream has drained and the
+        ranks have met: :func:`dycore.parallel.nccl.close_after_graphs`); raises as
+        :meth:`check` when a wait gave up."""
+        if self._closer is not None:
+            self._closer()
+            self._closer = None
+        self.check()
+
+    def check(self) -> None:
+        """Raise RuntimeError when a wait of this rank gave up (its neighbour never sent or
+        never copied a message: a rank that died or issued its messages in another order).
+        One device→host copy of one int64."""
+        err = self.b.to_host(self.mine.err)
+        if int(err[0]):
+            raise RuntimeError(f"peer transport: rank {self.rank} waited past {self.spin} polls "
+                               "for a neighbour's message or acknowledgement; the results of "
+                               "this run are not valid")
+
+    # -- the kernels ---------------------------------------------------------------------------
+    def _shape(self, n: int):
+        blocks, threads = grid(max(n, 1), self.threads)
+        return (min(blocks, self.max_blocks), threads)
+
+    def _flat(self, a):
+        f = a.reshape(-1)
+        if np.dtype(f.dtype) == np.int64:
+            f = f.view(np.float64)                     # (moved bit for bit)
+        elif np.dtype(f.dtype) != np.float64:
+            raise ValueError(f"peer transport moves float64 or int64, got {f.dtype}")
+        if f.size > self.capacity:
+            raise ValueError(f"peer transport: a message of {f.size} values exceeds the "
+                             f"mailbox slot of {self.capacity} (PeerTransport capacity)")
+        return f
+
+    def put(self, q: int, x, n: int, idx=None, bs: int = 1) -> None:
+        """Send n values to rank q: x[:n] (x 1-D float64), or with ``idx`` ((n/bs,) int64)
+        x[idx[i]·bs + c] — the owned values of a halo plan, gathered by the same kernel."""
+        b, m, p = self.b, self.mine, self.peers[q]
+        b.launch(self.k["peer_put"], self._shape(n), b.nb(x),
+                 b.nb(self._no_idx if idx is None else idx), int(bs), int(n),
+                 b.nb(p.box[self.rank]), b.nb(p.flags[self.rank]), b.nb(m.acks[q]),
+                 b.nb(m.sent), int(q), b.nb(m.ticket[2 * q:2 * q + 1]), self.spin,
+                 b.nb(m.err))
+
+    def take(self, q: int, y, n: int, idx=None, bs: int = 1) -> None:
+        """Receive rank q's next message of n values into y[:n], or with ``idx``
+        y[idx[i]·bs + c] (the ghost slots, scattered by the same kernel)."""
+        b, m, p = self.b, self.mine, self.peers[q]
+        b.launch(self.k["peer_wait"], self._shape(n), b.nb(y),
+                 b.nb(self._no_idx if idx is None else idx), int(bs), int(n),
+                 b.nb(m.box[q]), b.nb(m.flags[q]), b.nb(p.acks[self.rank]),
+                 b.nb(m.received), int(q), b.nb(m.ticket[2 * q + 1:2 * q + 2]), self.spin,
+                 b.nb(m.err))
+
+    # -- the transport interface ---------------------------------------------------------------
+    def post(self, sends, recvs, stream=None) -> None:
+        """Store each ``(peer, array)`` of ``sends`` in the peer's mailbox now (stream order)
+        and keep ``recvs`` for :meth:`complete` (``stream``: ignored, the backend's current
+        stream is used, as a :class:`~dycore.backend.streams.SideStream` sets it)."""
+        for q, a in sends:
+            f = self._flat(a)
+            self.put(int(q), f, f.size)
+        self._recvs = list(recvs)
+
+    def complete(self) -> None:
+        """Copy every receive of the last :meth:`post` out of the mailboxes (each kernel
+        waits for its message's flag)."""
+        for q, a in self._recvs:
+            f = self._flat(a)
+            self.take(int(q), f, f.size)
+        self._recvs = []
+
+    def allreduce(self, a, op: str = "sum") -> None:
+        """In place over all ranks, combined in rank order (every rank the same bits):
+        ``op`` "sum" or "max"; ``a`` float64 or int64, contiguous. Two halves
+        (:meth:`reduce_post`, :meth:`reduce_end`) for ranks that take turns in one process."""
+        self.reduce_post(a)
+        self.reduce_end(a, op)
+
+    def _others(self):
+        return [q for q in range(self.size) if q != self.rank]
+
+    def reduce_post(self, a) -> None:
+        """This rank's values of an all-reduce stored in every other rank's mailbox."""
+        f = self._flat(a)
+        for q in self._others():
+            self.put(q, f, f.size)
+
+    def reduce_end(self, a, op: str = "sum") -> None:
+        """The other ranks' values copied out, and ``a`` = all of them combined in rank
+        order (sum: ((a₀ + a₁) + a₂) + …; max)."""
+        if op not in ("sum", "max"):
+            raise ValueError(f"all-reduce op must be 'sum' or 'max', got {op!r}")
+        if self.size == 1:
+            return
+        b, f = self.b, self._flat(a)
+        n = f.size
+        for q in self._others():
+            self.take(q, self.gathered[q], n)
+        g = (self.gathered.view(np.int64) if np.dtype(a.dtype) == np.int64
+             else self.gathered)[:, :n]
+        b.launch(self.k["peer_combine"], grid(n, self.threads), b.nb(a.reshape(-1)), b.nb(g),
+                 self.rank, 0 if op == "sum" else 1)
+
+    def allgather(self, send, recv) -> None:
+        """recv[r·m:(r+1)·m] = rank r's ``send`` (m,), on every rank; ``recv`` (K·m,) or
+        (K, m), contiguous, of ``send``'s dtype (float64 or int64). Two halves
+        (:meth:`gather_post`, :meth:`gather_end`) as :meth:`allreduce`."""
+        self.gather_post(send, recv)
+        self.gather_end(send, recv)
+
+    def gather_post(self, send, recv) -> None:
+        """This rank's block stored in every other rank's mailbox, and in its own ``recv``."""
+        from dycore.parallel.nccl import _check_allgather
+        _check_allgather(send, recv, self.size)
+        f = self._flat(send)
+        for q in self._others():
+            self.put(q, f, f.size)
+        recv.reshape(self.size, -1)[self.rank][...] = send
+        self.allgather_bytes += send.nbytes
+
+    def gather_end(self, send, recv) -> None:
+        """The other ranks' blocks copied into ``recv``."""
+        blocks = recv.reshape(self.size, -1)
+        for q in self._others():
+            f = self._flat(blocks[q])
+            self.take(q, f, f.size)
+
+
+class PeerWorld:
+    """K ranks of the peer transport inside one process (tests under the simulator): every
+    rank's mailbox is a NumPy array the others write into, as IPC-mapped memory would be.
+
+    A rank's waits find their messages only if the sender's kernels ran first, so the ranks
+    of a test post in turn and complete after (as :class:`~dycore.parallel.nccl.LoopbackWorld`
+    asks); a message that has not been sent fails the wait at once (``check`` raises).
+    """
+
+    def __init__(self, backends, capacity: int = 4096):
+        self.size = len(backends)
+        self.backends, self.capacity = list(backends), int(capacity)
+        nhead = _Mailbox.head_size(self.size)
+        self.boxes = [_Mailbox(np.zeros(nhead, np.int64),
+                               np.zeros((self.size, SLOTS, self.capacity)), self.size)
+                      for _ in range(self.size)]
+
+    def transport(self, rank: int) -> PeerTransport:
+        peers = {q: self.boxes[q] for q in range(self.size) if q != rank}
+        return PeerTransport(self.backends[rank], rank, self.size, self.boxes[rank], peers,
+                             self.capacity)
+
+
+def peer_access_problem(comm) -> str | None:
+    """Why this communicator's GPU ranks cannot use the peer transport, or None: all ranks
+    must be on one host (CUDA IPC) and every pair of their GPUs must have peer access
+    (``cudaDeviceCanAccessPeer``; NVLink or PCIe). Collective over ``comm``."""
+    import socket
+
+    import cupy
+    dev = cupy.cuda.runtime.getDevice()
+    seen = comm.allgather((socket.gethostname(), dev))
+    hosts = {h for h, _ in seen}
+    if len(hosts) > 1:
+        return f"the ranks run on {len(hosts)} hosts (CUDA IPC needs one)"
+    bad = [d for _, d in seen if d != dev and not cupy.cuda.runtime.deviceCanAccessPeer(dev, d)]
+    bad = comm.allgather(bad)
+    for r, devs in enumerate(bad):
+        if devs:
+            return f"rank {r}'s GPU cannot access GPU(s) {sorted(set(devs))} as a peer"
+    if len({d for _, d in seen}) < len(seen):
+        return "two ranks share a GPU"
+    return None
