@@ -128,7 +128,7 @@ class DeviceHaloExchange:
             self.send_idx, self.sbuf, self._sends = self._buffers(send, so, peers)
         if self.direct is None and not self.recv_in_place:
             self.recv_idx, self.rbuf, self._recvs = self._buffers(recv, ro, peers)
-        self._open = False
+        self._open = self._fused = False
 
     def _buffers(self, ids, offsets, peers):
         """Device index list, buffer and per-peer buffer slices of one side of the exchange."""
@@ -167,6 +167,14 @@ class DeviceHaloExchange:
                                        and self.direct is None)
         flat = x.reshape(-1)
         if self.direct is not None:
+            pair = self._pair()
+            if pair is not None and self.branch is None and self.t.fuse:   # one kernel
+                (q, s0, sidx, ns), (_, r0, ridx, nr) = pair
+                self.t.exchange(q, flat if sidx is not None else flat[s0:s0 + ns], ns,
+                                flat if ridx is not None else flat[r0:r0 + nr], nr,
+                                sidx, ridx, self.block)
+                self._open, self._fused = True, True
+                return
             work = lambda: self._put(flat)              # noqa: E731
             if self.branch is None:
                 work()
@@ -189,6 +197,13 @@ class DeviceHaloExchange:
             self.branch.issue(lambda: self.t.post(sends, recvs, stream=self.b.stream))
         self._open = True
 
+    def _pair(self):
+        """The send and the receive of the one neighbour both are with, or None."""
+        sends, recvs = self.direct
+        if len(sends) == 1 and len(recvs) == 1 and sends[0][0] == recvs[0][0]:
+            return sends[0], recvs[0]
+        return None
+
     def _put(self, flat) -> None:
         """Every neighbour's owned values stored into its mailbox (the peer transport)."""
         bs = self.block
@@ -200,6 +215,9 @@ class DeviceHaloExchange:
 
     def end(self, x) -> None:
         """Complete the messages of :meth:`begin` and write the ghost values into ``x``."""
+        if self._fused:                            # (begin's one kernel did both)
+            self._open = self._fused = False
+            return
         if self.direct is not None:
             flat, bs = x.reshape(-1), self.block
             for q, start, idx, m in self.direct[1]:

@@ -74,6 +74,10 @@ class PeerTransport:
         memory as this rank sees it (IPC-mapped on a GPU)
     capacity : int — float64 values a message may carry
     closer : callable or None — unmaps the peers' memory (:meth:`close`)
+    keep : object kept alive with the transport (this rank's mailbox allocation)
+    turns : the ranks take turns in one process (:class:`PeerWorld`): a rank's wait cannot
+        see a message its neighbour has yet to issue, so nothing is fused and a missing
+        message fails at once
 
     Attributes
     ----------
@@ -84,15 +88,20 @@ class PeerTransport:
     capturable = True
 
     def __init__(self, backend, rank: int, size: int, mine, peers: dict, capacity: int,
-                 closer=None, keep=None):
+                 closer=None, keep=None, turns: bool = False):
         self.b, self.rank, self.size = backend, int(rank), int(size)
         self.mine, self.peers, self.capacity = mine, peers, int(capacity)
         self.k = get_peer_kernels()
         sim = bool(getattr(backend, "simulator", False))
-        self.spin = SPIN_SIMULATOR if sim else SPIN_GPU
+        self.spin = SPIN_SIMULATOR if sim or turns else SPIN_GPU
         #: threads per block of the kernels (the simulator runs a Python thread for each)
-        self.threads, self.max_blocks = (16, 2) if sim else (256, MAX_BLOCKS)
+        self.threads, self.max_blocks = (16, 2) if sim else (512, MAX_BLOCKS)
         self._closer, self._keep = closer, keep
+        #: two ranks: an exchange with the one neighbour and an all-reduce are one kernel
+        #: each (``peer_exchange``, ``peer_reduce_pair``), which stores and then waits. Off
+        #: for ranks taking turns in one process (:class:`PeerWorld`), where a rank's wait
+        #: cannot see a message its neighbour has yet to issue
+        self.fuse = not turns
         self._no_idx = backend.zeros(0, np.int64)
         #: every rank's values of an all-reduce, row r from rank r (this rank's row unused)
         self.gathered = backend.zeros((self.size, self.capacity))
@@ -167,8 +176,10 @@ class PeerTransport:
 
     # -- the kernels ---------------------------------------------------------------------------
     def _shape(self, n: int):
-        blocks, threads = grid(max(n, 1), self.threads)
-        return (min(blocks, self.max_blocks), threads)
+        """One block for up to 8,192 values (most messages: a block's store needs no ticket),
+        one more per 8,192, at most ``max_blocks``."""
+        blocks = -(-max(n, 1) // (16 * self.threads))
+        return (max(1, min(blocks, self.max_blocks)), self.threads)
 
     def _flat(self, a):
         f = a.reshape(-1)
@@ -201,6 +212,19 @@ class PeerTransport:
                  b.nb(m.received), int(q), b.nb(m.ticket[2 * q + 1:2 * q + 2]), self.spin,
                  b.nb(m.err))
 
+    def exchange(self, q: int, x, ns: int, y, nr: int, sidx=None, ridx=None,
+                 bs: int = 1) -> None:
+        """:meth:`put` of x to rank q and :meth:`take` of q's message into y in one kernel
+        (a halo exchange with one neighbour: one launch)."""
+        b, m, p, no = self.b, self.mine, self.peers[q], self._no_idx
+        b.launch(self.k["peer_exchange"], self._shape(max(ns, nr)), b.nb(x),
+                 b.nb(no if sidx is None else sidx), int(ns), b.nb(y),
+                 b.nb(no if ridx is None else ridx), int(nr), int(bs),
+                 b.nb(p.box[self.rank]), b.nb(p.flags[self.rank]), b.nb(m.acks[q]),
+                 b.nb(m.box[q]), b.nb(m.flags[q]), b.nb(p.acks[self.rank]),
+                 b.nb(m.sent), b.nb(m.received), int(q), b.nb(m.ticket[2 * q:2 * q + 2]),
+                 self.spin, b.nb(m.err))
+
     # -- the transport interface ---------------------------------------------------------------
     def post(self, sends, recvs, stream=None) -> None:
         """Store each ``(peer, array)`` of ``sends`` in the peer's mailbox now (stream order)
@@ -221,10 +245,26 @@ class PeerTransport:
 
     def allreduce(self, a, op: str = "sum") -> None:
         """In place over all ranks, combined in rank order (every rank the same bits):
-        ``op`` "sum" or "max"; ``a`` float64 or int64, contiguous. Two halves
-        (:meth:`reduce_post`, :meth:`reduce_end`) for ranks that take turns in one process."""
-        self.reduce_post(a)
-        self.reduce_end(a, op)
+        ``op`` "sum" or "max"; ``a`` float64 or int64, contiguous. Two ranks: one kernel
+        (``peer_reduce_pair``); more: two halves (:meth:`reduce_post`, :meth:`reduce_end`),
+        which ranks taking turns in one process also call."""
+        if op not in ("sum", "max"):
+            raise ValueError(f"all-reduce op must be 'sum' or 'max', got {op!r}")
+        if self.size != 2 or not self.fuse:
+            self.reduce_post(a)
+            self.reduce_end(a, op)
+            return
+        self._flat(a)                                  # (the checks)
+        b, m, q = self.b, self.mine, 1 - self.rank
+        p = self.peers[q]
+        boxes = [p.box[self.rank], m.box[q]]
+        if np.dtype(a.dtype) == np.int64:
+            boxes = [x.view(np.int64) for x in boxes]
+        b.launch(self.k["peer_reduce_pair"], (1, self.threads), b.nb(a.reshape(-1)),
+                 self.rank, 0 if op == "sum" else 1, b.nb(boxes[0]), b.nb(p.flags[self.rank]),
+                 b.nb(m.acks[q]), b.nb(boxes[1]), b.nb(m.flags[q]), b.nb(p.acks[self.rank]),
+                 b.nb(m.sent), b.nb(m.received), int(q), b.nb(m.ticket[2 * q:2 * q + 2]),
+                 self.spin, b.nb(m.err))
 
     def _others(self):
         return [q for q in range(self.size) if q != self.rank]
@@ -296,7 +336,7 @@ class PeerWorld:
     def transport(self, rank: int) -> PeerTransport:
         peers = {q: self.boxes[q] for q in range(self.size) if q != rank}
         return PeerTransport(self.backends[rank], rank, self.size, self.boxes[rank], peers,
-                             self.capacity)
+                             self.capacity, turns=True)
 
 
 def peer_access_problem(comm) -> str | None:

@@ -150,3 +150,49 @@ def test_a_message_larger_than_a_slot_or_of_another_dtype_is_refused(backend):
         ts[0].post([(1, np.zeros(4, np.float32))], [])
     with pytest.raises(ValueError, match="'sum' or 'max'"):
         ts[0].allreduce(np.zeros(2), "min")
+
+
+def test_the_fused_exchange_and_pair_reduction_meet_the_separate_kernels(backend, systems):
+    """Two ranks, rank 0 with the one-kernel forms (``fuse``), rank 1 with the separate
+    put and take (one process: rank 1 stores first, rank 0's kernel stores and finds rank 1's
+    message, rank 1 then copies rank 0's out). The halo exchange fills every ghost by index
+    and in place, and the all-reduce is a₀ + a₁ on both ranks, float64 and int64."""
+    s = systems
+    n = s["nnodes"]
+    part = metis_partition(s["indptr"], s["indices"], 2)
+    rps = partition_mesh(s["tets"], n, s["indptr"], s["indices"], part)
+    _, ts = _world(backend, 2)
+    ts[0].fuse = True
+    glob = np.arange(n, dtype=np.float64) * 0.75 - 2.0
+    xs, halos = [], []
+    for rp in rps:
+        x = np.full(rp.plan(1).n_local, np.nan)
+        x[:rp.n_owned] = glob[rp.owned]
+        xs.append(x)
+        halos.append(DeviceHaloExchange(backend, ts[rp.rank], rp.plan(1), 1))
+    c0 = backend.counters.snapshot()
+    for _ in range(SLOTS + 1):
+        halos[1].begin(xs[1])                           # rank 1: put
+        halos[0].begin(xs[0])                           # rank 0: put and take, one kernel
+        halos[0].end(xs[0])
+        halos[1].end(xs[1])                             # rank 1: take
+        for rp, x in zip(rps, xs):
+            assert np.array_equal(x, glob[rp.l2g[:x.shape[0]]])
+    c1 = backend.counters.snapshot()
+    assert c1["launches"] - c0["launches"] == (SLOTS + 1) * 3
+    vals = [np.array([1e16, 3.0, -2.5, 7.0]), np.array([1.0, 1e-3, 2.5, -7.0])]
+    ints = [np.array([2 ** 50, -3], np.int64), np.array([5, 2 ** 40], np.int64)]
+    for _ in range(SLOTS + 1):
+        for op in ("sum", "max"):
+            a, i = [v.copy() for v in vals], [v.copy() for v in ints]
+            ts[1].reduce_post(a[1])
+            ts[0].allreduce(a[0], op)                   # one kernel
+            ts[1].reduce_end(a[1], op)
+            ts[1].reduce_post(i[1])
+            ts[0].allreduce(i[0], "sum")
+            ts[1].reduce_end(i[1], "sum")
+            want = vals[0] + vals[1] if op == "sum" else np.maximum(vals[0], vals[1])
+            assert np.array_equal(a[0], want) and np.array_equal(a[1], want)
+            assert np.array_equal(i[0], ints[0] + ints[1]) and np.array_equal(i[1], i[0])
+    for t in ts:
+        t.check()
