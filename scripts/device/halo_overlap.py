@@ -5,7 +5,7 @@ Run under ``mpiexec -n 2`` on a host with two GPUs (after ``scripts/gpu_env.sh``
 ``scripts/device/mpi_env.sh``)::
 
     mpiexec -n 2 python3 scripts/device/halo_overlap.py [--rows 381000] [--nnz 40]
-        [--ghosts 15000] [--reps 50]
+        [--ghosts 15000] [--reps 50] [--transport nccl|peer]
 
 Each rank builds a banded CSR matrix of ``rows`` owned rows with ``nnz`` entries a row, whose
 last ``ghosts`` rows also read ``ghosts`` ghost columns (the two-rank cut of the 4.42 M-tet
@@ -15,7 +15,10 @@ the unpack, NCCL receiving into the ghost slots; then without the pack either), 
 then the product, the exchange posted on a second stream while the interior rows are summed
 (:class:`~dycore.parallel.device_halo.DeviceHaloExchange` with ``overlap``; also with that
 stream at the highest priority), the product in two launches without messages, an 8-byte NCCL
-all-reduce and an all-gather of ``gather`` values a rank. Timing: CUDA events around a replay after two warm-up replays, median of 7, per
+all-reduce and an all-gather of ``gather`` values a rank. ``--transport peer`` times the same
+pieces over :class:`~dycore.parallel.peer.PeerTransport` (our kernels storing into the other
+GPU's memory: the pack and unpack are fused into them, so the three exchange rows differ only
+in gathering by index or not, and an exchange is one kernel). Timing: CUDA events around a replay after two warm-up replays, median of 7, per
 repetition, the max over the ranks. Prints one JSON object on rank 0.
 """
 from __future__ import annotations
@@ -34,6 +37,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--gather", type=int, default=13_600,
                    help="float64 values a rank all-gathers (the V-cycle's level held whole)")
+    p.add_argument("--transport", default="nccl", choices=("nccl", "peer"))
     args = p.parse_args()
 
     import cupy
@@ -49,7 +53,11 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     cupy.cuda.Device(comm.rank % cupy.cuda.runtime.getDeviceCount()).use()
     b = gpu_backend(solver_mode="device")
-    t = NcclTransport.from_mpi(comm, b.stream)
+    if args.transport == "peer":
+        from dycore.parallel.peer import PeerTransport
+        t = PeerTransport.from_mpi(comm, b)
+    else:
+        t = NcclTransport.from_mpi(comm, b.stream)
     n, g, k = args.rows, args.ghosts, args.nnz
     peer = 1 - comm.rank
     rng = np.random.default_rng(comm.rank)
@@ -110,6 +118,7 @@ def main() -> None:
         t.allgather(gsend, grecv)
 
     out = {"rows": n, "nnz_per_row": k, "ghosts": g, "reps": args.reps,
+           "transport": type(t).__name__,
            "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()}
     for name, piece in (("product", product), ("exchange", exchange),
                         ("exchange received in place (no unpack)", lambda: exchange(recv_only)),
@@ -134,6 +143,10 @@ def main() -> None:
                 times.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3 / args.reps)
         us = comm.allreduce(float(np.median(times)), MPI.MAX)
         out[name] = {"us_per_rep": round(us, 2), "cuda_graph": graph.graph is not None}
+    if args.transport == "peer":              # (no wait gave up; the mappings released)
+        b.synchronize()
+        comm.Barrier()
+        t.close()
     if comm.rank == 0:
         print(json.dumps(out, indent=1))
 
