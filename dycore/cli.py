@@ -131,6 +131,9 @@ def _add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reduction", choices=("auto", "exact", "allreduce"),
                         help="override backend.reduction (exact: correctly rounded dot "
                              "products; one GPU then gives the GPU ranks' bits)")
+    parser.add_argument("--transport", choices=("auto", "nccl", "peer", "mpi"),
+                        help="override backend.transport (GPU ranks under mpiexec: NCCL, our "
+                             "peer stores over NVLink/PCIe, or staged through MPI)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-setup-cache", action="store_true",
                         help="neither read nor write the set-up cache (mesh, operators, AMG "
@@ -210,7 +213,8 @@ def _with_set(args: argparse.Namespace, overrides: dict) -> tuple[dict, tuple[st
 _FLAG_OF = {"time.t_end": "--t-end", "output.path": "--output", "output.progress":
             "--no-progress / --quiet", "backend.name": "--backend",
             "backend.solver_mode": "--solver-mode", "backend.assembly": "--assembly",
-            "backend.strict": "--strict / --no-strict", "backend.reduction": "--reduction"}
+            "backend.strict": "--strict / --no-strict", "backend.reduction": "--reduction",
+            "backend.transport": "--transport"}
 
 
 def _flat_values(tree: dict, prefix: str = "") -> dict:
@@ -287,6 +291,8 @@ def _run_overrides(args: argparse.Namespace) -> dict:
         overrides.setdefault("backend", {})["strict"] = args.strict
     if getattr(args, "reduction", None) is not None:
         overrides.setdefault("backend", {})["reduction"] = args.reduction
+    if getattr(args, "transport", None) is not None:
+        overrides.setdefault("backend", {})["transport"] = args.transport
     return overrides
 
 

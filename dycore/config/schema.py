@@ -412,6 +412,14 @@ class BackendConfig(_Section):
                     "(one GPU: the device solvers' block sums); auto: exact on CPU ranks and "
                     "on GPU ranks with deterministic assembly or strict mode, allreduce "
                     "otherwise (one GPU: the device solvers' block sums)")
+    transport: Literal["auto", "nccl", "peer", "mpi"] = _field(
+        "auto", unit="-",
+        description="how GPU ranks (mpiexec with backend gpu) move halo messages and "
+                    "reductions. nccl: NCCL send/recv and all-reduce; peer: our own kernels "
+                    "store each message into the neighbour GPU's memory (CUDA IPC; all ranks "
+                    "on one host, GPUs with peer access); mpi: staged through the host "
+                    "(correct, slow); auto: nccl where CuPy has NCCL and every rank has a GPU "
+                    "of its own, else mpi")
 
 
 # ------------------------------------------------------------------------------------- output

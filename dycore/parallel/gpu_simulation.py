@@ -174,7 +174,8 @@ class GpuRankSimulation(DistributedSimulation):
     ----------
     config : Config (``backend.name: gpu``, ``solver_mode: device``); comm : mpi4py communicator
     reduction : "exact" | "allreduce" (= "sum": per-rank partials + an all-reduce sum)
-    transport : "auto" | "nccl" | "mpi" (:func:`make_transport`)
+    transport : "auto" | "nccl" | "peer" | "mpi" (:func:`make_transport`), or None for
+        ``backend.transport`` of the configuration
     reducer_options : launch shapes of the exact / sum reducers (``exact_blocks``,
         ``exact_threads``, ``sum_blocks``, ``sum_threads``); under the simulator, options left
         None take :data:`SIMULATOR_SHAPES`
@@ -222,7 +223,7 @@ class GpuRankSimulation(DistributedSimulation):
     #: MPI message
     gather_pressure = False
 
-    def __init__(self, config, comm, reduction: str = "exact", transport: str = "auto",
+    def __init__(self, config, comm, reduction: str = "exact", transport: str | None = None,
                  reducer_options: dict | None = None, block: int | None = None,
                  element_block: int | None = None, setup: str = "local",
                  global_amg: bool | None = None, replicate_below: int | None = None,
@@ -285,7 +286,7 @@ class GpuRankSimulation(DistributedSimulation):
                 beside = hierarchy_beside(owned_block(pp, pi, pv, rp.n_owned), cache=amg_cache,
                                           entry=rank_amg_entry(rp),
                                           coarsening=config.solvers.pressure.amg_coarsening)
-        self.transport = make_transport(comm, b, transport, shared)
+        self.transport = make_transport(comm, b, transport or bc.transport, shared)
         ro = dict(reducer_options or {})
         self.timers = StageTimers(b.marker)
         lmesh = Mesh(coords=piece["coords"], tets=rp.local_tets, faces=np.zeros((0, 3)),
