@@ -294,7 +294,17 @@ class PeerTransport:
     def allgather(self, send, recv) -> None:
         """recv[r·m:(r+1)·m] = rank r's ``send`` (m,), on every rank; ``recv`` (K·m,) or
         (K, m), contiguous, of ``send``'s dtype (float64 or int64). Two halves
-        (:meth:`gather_post`, :meth:`gather_end`) as :meth:`allreduce`."""
+        (:meth:`gather_post`, :meth:`gather_end`) as :meth:`allreduce`; two ranks: the
+        exchange with the other rank in one kernel."""
+        if self.size == 2 and self.fuse:
+            from dycore.parallel.nccl import _check_allgather
+            _check_allgather(send, recv, 2)
+            f, q = self._flat(send), 1 - self.rank
+            blocks = recv.reshape(2, -1)
+            blocks[self.rank][...] = send
+            self.exchange(q, f, f.size, self._flat(blocks[q]), f.size)
+            self.allgather_bytes += send.nbytes
+            return
         self.gather_post(send, recv)
         self.gather_end(send, recv)
 

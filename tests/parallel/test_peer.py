@@ -196,3 +196,18 @@ def test_the_fused_exchange_and_pair_reduction_meet_the_separate_kernels(backend
             assert np.array_equal(i[0], ints[0] + ints[1]) and np.array_equal(i[1], i[0])
     for t in ts:
         t.check()
+
+
+def test_the_fused_all_gather_of_two_ranks(backend):
+    """Rank 0's all-gather in one kernel (``fuse``) meets rank 1's two halves."""
+    _, ts = _world(backend, 2)
+    ts[0].fuse = True
+    sends = [np.array([1.0, 2.0, 3.0]), np.array([-4.0, 5.5, 6.25])]
+    recvs = [np.full(6, np.nan), np.full(6, np.nan)]
+    ts[1].gather_post(sends[1], recvs[1])
+    ts[0].allgather(sends[0], recvs[0])
+    ts[1].gather_end(sends[1], recvs[1])
+    for r in recvs:
+        assert np.array_equal(r, np.concatenate(sends))
+    for t in ts:
+        t.check()
