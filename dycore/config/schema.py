@@ -419,7 +419,7 @@ class BackendConfig(_Section):
                     "store each message into the neighbour GPU's memory (CUDA IPC; all ranks "
                     "on one host, GPUs with peer access); mpi: staged through the host "
                     "(correct, slow); auto: nccl where CuPy has NCCL and every rank has a GPU "
-                    "of its own, else mpi")
+                    "of its own, else peer where the ranks allow it, else mpi")
 
 
 # ------------------------------------------------------------------------------------- output

@@ -176,9 +176,11 @@ class PeerTransport:
 
     # -- the kernels ---------------------------------------------------------------------------
     def _shape(self, n: int):
-        """One block for up to 8,192 values (most messages: a block's store needs no ticket),
-        one more per 8,192, at most ``max_blocks``."""
-        blocks = -(-max(n, 1) // (16 * self.threads))
+        """A block per 2 × ``threads`` values (up to 1,024 on a GPU: one block, whose store
+        needs no ticket), at most ``max_blocks``: one SM's stores into the other GPU are too
+        few for a large message (two blocks took 13.2 µs for 15,000 values on two H200s,
+        where NCCL takes 6.9; docs/performance.md)."""
+        blocks = -(-max(n, 1) // (2 * self.threads))
         return (max(1, min(blocks, self.max_blocks)), self.threads)
 
     def _flat(self, a):

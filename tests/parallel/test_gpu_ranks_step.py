@@ -275,15 +275,22 @@ def test_a_graph_still_referenced_at_close_is_named_before_the_communicator_wait
 
 
 def test_the_transport_of_gpu_ranks_and_ranks_sharing_gpus(caplog):
-    """auto: NCCL where CuPy has it and each rank has a GPU of its own, else the staged MPI
-    transport (with a warning when ranks share GPUs: NCCL cannot put two ranks of one
-    communicator on one GPU); an explicit nccl that cannot work is a ConfigError naming why."""
+    """auto: NCCL where CuPy has it and each rank has a GPU of its own, else the peer transport
+    where the ranks allow it, else the staged MPI transport (with a warning when ranks share
+    GPUs: NCCL cannot put two ranks of one communicator on one GPU); an explicit nccl or peer
+    that cannot work is a ConfigError naming why."""
     from dycore.errors import ConfigError
     from dycore.parallel.gpu_simulation import transport_kind
 
     assert transport_kind("auto", simulator=False, nccl=True, shared=False) == "nccl"
     assert transport_kind("auto", simulator=True, nccl=False, shared=False) == "mpi"
     assert transport_kind("auto", simulator=False, nccl=False, shared=False) == "mpi"
+    # no NCCL, but one host whose GPUs reach each other: the peer transport
+    assert transport_kind("auto", simulator=False, nccl=False, shared=False,
+                          peer=True) == "peer"
+    assert transport_kind("auto", simulator=False, nccl=True, shared=False,
+                          peer=True) == "nccl"
+    assert transport_kind("auto", simulator=True, nccl=False, shared=False, peer=True) == "mpi"
     assert not caplog.records
     assert transport_kind("auto", simulator=False, nccl=True, shared=True) == "mpi"
     assert "one rank per GPU" in caplog.text
