@@ -164,13 +164,21 @@ class PeerTransport:
             self._closer = None
         self.check()
 
-    def check(self) -> None:
-        """Raise RuntimeError when a wait of this rank gave up (its neighbour never sent or
-        never copied a message: a rank that died or issued its messages in another order).
-        One device→host copy of one int64."""
-        err = self.b.to_host(self.mine.err)
-        if int(err[0]):
-            raise RuntimeError(f"peer transport: rank {self.rank} waited past {self.spin} polls "
+    def check(self, comm=None) -> None:
+        """Raise RuntimeError when a wait gave up (a neighbour never sent or never copied a
+        message: a rank that died or issued its messages in another order): this rank's, or
+        with ``comm`` (mpi4py, collective) any rank's, so that every rank raises alike. One
+        device→host copy of one int64. Called before every gathered snapshot and at
+        :meth:`close`."""
+        bad = int(self.b.to_host(self.mine.err)[0])
+        if comm is not None:
+            from mpi4py import MPI
+            bad = comm.allreduce(bad * (self.rank + 1), op=MPI.MAX)
+            who = bad - 1 if bad else self.rank
+        else:
+            who = self.rank
+        if bad:
+            raise RuntimeError(f"peer transport: rank {who} waited past {self.spin} polls "
                                "for a neighbour's message or acknowledgement; the results of "
                                "this run are not valid")
 

@@ -450,6 +450,9 @@ class DistributedSimulation:
         ``Gatherv`` of the (n_owned, 8) block of owned values (one message per rank) through
         the :class:`~dycore.parallel.halo.RootGather` made at the first call (the owned ids
         gathered and checked once, not at every snapshot)."""
+        check = getattr(getattr(self, "transport", None), "check", None)
+        if check is not None:            # (the peer transport: no wait gave up, on any rank)
+            check(self.comm)
         own = self._owned_host
         u = own(self.state.u)
         local = {"u": u[:, 0], "v": u[:, 1], "w": u[:, 2], "p": own(self.state.p),
