@@ -110,9 +110,10 @@ def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool,
     neighbour GPU's memory through CUDA IPC) needs one host, a GPU per rank and peer access
     between them (checked when it is built), never the simulator. ``auto`` takes it where
     CuPy has no NCCL and ``peer`` says the ranks allow it: every message then stays on the
-    GPUs and inside the CUDA graphs. Where NCCL is there, ``auto`` keeps NCCL: on two H200s
-    joined by NVLink an NCCL exchange took 6.9 µs against the peer kernel's 13.2 µs, and
-    the 4.42 M-tet step 88.2 against 95.2 ms (docs/performance.md).
+    GPUs and inside the CUDA graphs (on two H200s ten times faster than the staged
+    transport). Where NCCL is there, ``auto`` keeps NCCL: on two H200s joined by NVLink an
+    exchange took 6.9 µs over NCCL against 8.0 µs over the peer kernels, and the 4.42 M-tet
+    step 88.1 against 88.6 ms (docs/performance.md).
 
     Raises
     ------
