@@ -44,16 +44,17 @@ MAX_BLOCKS = 32
 
 
 class _Mailbox:
-    """The views of one rank's mailbox memory: ``box`` (K, S, cap) float64 — slots of the
-    messages from every rank; ``flags`` (K, S), ``acks`` (K, S) int64 — the landed / copied
-    message numbers per source / destination and slot; ``sent``, ``received`` (K,) int64 —
-    messages sent to / received from each rank; ``ticket`` (2K,) int64; ``err`` (1,) int64."""
+    """The views of one rank's mailbox memory: ``box`` (K, S, 2·cap) float64 — slots of the
+    messages from every rank, two 64-bit words a value (each half of the value's bits under
+    the message's tag: :mod:`~dycore.parallel.peer_kernels`); ``acks`` (K, S) int64 — the
+    number of the last message each rank has copied out of each slot; ``sent``, ``received``
+    (K,) int64 — messages sent to / received from each rank; ``ticket`` (2K,) int64;
+    ``err`` (1,) int64."""
 
     def __init__(self, head, box, size: int):
         k, s = size, SLOTS
-        self.flags = head[:k * s].reshape(k, s)
-        self.acks = head[k * s:2 * k * s].reshape(k, s)
-        o = 2 * k * s
+        self.acks = head[:k * s].reshape(k, s)
+        o = k * s
         self.sent, self.received = head[o:o + k], head[o + k:o + 2 * k]
         self.ticket = head[o + 2 * k:o + 4 * k]
         self.err = head[o + 4 * k:o + 4 * k + 1]
@@ -61,7 +62,7 @@ class _Mailbox:
 
     @staticmethod
     def head_size(size: int) -> int:
-        return 2 * size * SLOTS + 4 * size + 1
+        return size * SLOTS + 4 * size + 1
 
 
 class PeerTransport:
@@ -129,14 +130,14 @@ class PeerTransport:
             raise ConfigError(f"GPU-rank transport peer: {problem}; use --transport nccl")
         k = comm.size
         nhead = _Mailbox.head_size(k)
-        nbytes = 8 * (nhead + k * SLOTS * int(capacity))
+        nbytes = 8 * (nhead + k * SLOTS * 2 * int(capacity))
         mem = cupy.cuda.Memory(nbytes)                 # (its own cudaMalloc: IPC maps it whole)
         cupy.cuda.runtime.memset(mem.ptr, 0, nbytes)
 
         def views(ptr_mem):
             p = cupy.cuda.MemoryPointer(ptr_mem, 0)
             head = cupy.ndarray((nhead,), np.int64, p)
-            box = cupy.ndarray((k, SLOTS, int(capacity)), np.float64, p + 8 * nhead)
+            box = cupy.ndarray((k, SLOTS, 2 * int(capacity)), np.float64, p + 8 * nhead)
             return _Mailbox(head, box, k)
 
         handles = comm.allgather(cupy.cuda.runtime.ipcGetMemHandle(mem.ptr))
@@ -207,9 +208,9 @@ class PeerTransport:
         """Send n values to rank q: x[:n] (x 1-D float64), or with ``idx`` ((n/bs,) int64)
         x[idx[i]·bs + c] — the owned values of a halo plan, gathered by the same kernel."""
         b, m, p = self.b, self.mine, self.peers[q]
-        b.launch(self.k["peer_put"], self._shape(n), b.nb(x),
+        b.launch(self.k["peer_put"], self._shape(n), b.nb(_bits(x)),
                  b.nb(self._no_idx if idx is None else idx), int(bs), int(n),
-                 b.nb(p.box[self.rank]), b.nb(p.flags[self.rank]), b.nb(m.acks[q]),
+                 b.nb(_bits(p.box[self.rank])), b.nb(m.acks[q]),
                  b.nb(m.sent), int(q), b.nb(m.ticket[2 * q:2 * q + 1]), self.spin,
                  b.nb(m.err))
 
@@ -217,9 +218,9 @@ class PeerTransport:
         """Receive rank q's next message of n values into y[:n], or with ``idx``
         y[idx[i]·bs + c] (the ghost slots, scattered by the same kernel)."""
         b, m, p = self.b, self.mine, self.peers[q]
-        b.launch(self.k["peer_wait"], self._shape(n), b.nb(y),
+        b.launch(self.k["peer_wait"], self._shape(n), b.nb(_bits(y)),
                  b.nb(self._no_idx if idx is None else idx), int(bs), int(n),
-                 b.nb(m.box[q]), b.nb(m.flags[q]), b.nb(p.acks[self.rank]),
+                 b.nb(_bits(m.box[q])), b.nb(p.acks[self.rank]),
                  b.nb(m.received), int(q), b.nb(m.ticket[2 * q + 1:2 * q + 2]), self.spin,
                  b.nb(m.err))
 
@@ -228,11 +229,11 @@ class PeerTransport:
         """:meth:`put` of x to rank q and :meth:`take` of q's message into y in one kernel
         (a halo exchange with one neighbour: one launch)."""
         b, m, p, no = self.b, self.mine, self.peers[q], self._no_idx
-        b.launch(self.k["peer_exchange"], self._shape(max(ns, nr)), b.nb(x),
-                 b.nb(no if sidx is None else sidx), int(ns), b.nb(y),
+        b.launch(self.k["peer_exchange"], self._shape(max(ns, nr)), b.nb(_bits(x)),
+                 b.nb(no if sidx is None else sidx), int(ns), b.nb(_bits(y)),
                  b.nb(no if ridx is None else ridx), int(nr), int(bs),
-                 b.nb(p.box[self.rank]), b.nb(p.flags[self.rank]), b.nb(m.acks[q]),
-                 b.nb(m.box[q]), b.nb(m.flags[q]), b.nb(p.acks[self.rank]),
+                 b.nb(_bits(p.box[self.rank])), b.nb(m.acks[q]),
+                 b.nb(_bits(m.box[q])), b.nb(p.acks[self.rank]),
                  b.nb(m.sent), b.nb(m.received), int(q), b.nb(m.ticket[2 * q:2 * q + 2]),
                  self.spin, b.nb(m.err))
 
@@ -267,15 +268,13 @@ class PeerTransport:
             return
         self._flat(a)                                  # (the checks)
         b, m, q = self.b, self.mine, 1 - self.rank
-        p = self.peers[q]
-        boxes = [p.box[self.rank], m.box[q]]
-        if np.dtype(a.dtype) == np.int64:
-            boxes = [x.view(np.int64) for x in boxes]
-        b.launch(self.k["peer_reduce_pair"], (1, self.threads), b.nb(a.reshape(-1)),
-                 self.rank, 0 if op == "sum" else 1, b.nb(boxes[0]), b.nb(p.flags[self.rank]),
-                 b.nb(m.acks[q]), b.nb(boxes[1]), b.nb(m.flags[q]), b.nb(p.acks[self.rank]),
-                 b.nb(m.sent), b.nb(m.received), int(q), b.nb(m.ticket[2 * q:2 * q + 2]),
-                 self.spin, b.nb(m.err))
+        p, f = self.peers[q], a.reshape(-1)
+        g = self.gathered[q][:f.size]
+        b.launch(self.k["peer_reduce_pair"], (1, self.threads), b.nb(f), b.nb(_bits(f)),
+                 b.nb(_bits(g)), b.nb(g.view(f.dtype)), self.rank, 0 if op == "sum" else 1,
+                 b.nb(_bits(p.box[self.rank])), b.nb(m.acks[q]), b.nb(_bits(m.box[q])),
+                 b.nb(p.acks[self.rank]), b.nb(m.sent), b.nb(m.received), int(q),
+                 b.nb(m.ticket[2 * q:2 * q + 2]), self.spin, b.nb(m.err))
 
     def _others(self):
         return [q for q in range(self.size) if q != self.rank]
@@ -337,6 +336,11 @@ class PeerTransport:
             self.take(q, f, f.size)
 
 
+def _bits(a):
+    """The int64 view of a float64 (or int64) backend array: the kernels move bits."""
+    return a if np.dtype(a.dtype) == np.int64 else a.view(np.int64)
+
+
 class PeerWorld:
     """K ranks of the peer transport inside one process (tests under the simulator): every
     rank's mailbox is a NumPy array the others write into, as IPC-mapped memory would be.
@@ -351,7 +355,7 @@ class PeerWorld:
         self.backends, self.capacity = list(backends), int(capacity)
         nhead = _Mailbox.head_size(self.size)
         self.boxes = [_Mailbox(np.zeros(nhead, np.int64),
-                               np.zeros((self.size, SLOTS, self.capacity)), self.size)
+                               np.zeros((self.size, SLOTS, 2 * self.capacity)), self.size)
                       for _ in range(self.size)]
 
     def transport(self, rank: int) -> PeerTransport:
