@@ -111,9 +111,10 @@ def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool,
     between them (checked when it is built), never the simulator. ``auto`` takes it where
     CuPy has no NCCL and ``peer`` says the ranks allow it: every message then stays on the
     GPUs and inside the CUDA graphs (on two H200s ten times faster than the staged
-    transport). Where NCCL is there, ``auto`` keeps NCCL: on two H200s joined by NVLink an
-    exchange took 6.9 µs over NCCL against 8.0 µs over the peer kernels, and the 4.42 M-tet
-    step 88.1 against 88.6 ms (docs/performance.md).
+    transport). Where NCCL is there, ``auto`` keeps NCCL, which has far more use behind it:
+    on two H200s joined by NVLink the peer transport's 4.42 M-tet step was 1.4 ms shorter
+    (86.7 against 88.1 ms, docs/performance.md), but it has run on two GPUs only; ask for
+    ``peer`` to take it.
 
     Raises
     ------

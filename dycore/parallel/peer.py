@@ -8,9 +8,11 @@ and raises a flag there; the receiver waits for the flag and copies the values w
 belong. The stores gather the owned values by index and the copy scatters into the ghost
 slots, so a halo exchange needs no separate pack or unpack kernel. Every operation is a kernel
 on the backend's stream, captured into the CUDA graphs like any other launch. On two H200s
-joined by NVLink it costs about what NCCL does (an exchange 8.0 against 6.9 µs, the 4.42 M-tet
-step 88.6 against 88.1 ms, docs/performance.md), so NCCL stays the default; where CuPy has no
-NCCL it keeps the messages on the GPUs (ten times faster than staging them through the host).
+joined by NVLink one message alone costs about what NCCL's does (8.0 against 6.9 µs an
+exchange in place), and the 4.42 M-tet step is 86.7 / 87.0 ms against 88.1 ms over NCCL
+(docs/performance.md). NCCL stays the default under ``auto`` (it has far more use behind it,
+and the peer transport has run on two GPUs only); where CuPy has no NCCL the peer transport
+keeps the messages on the GPUs, ten times faster than staging them through the host.
 
 It has :mod:`dycore.parallel.nccl`'s transport interface (``post`` / ``complete`` /
 ``allreduce`` / ``allgather``, ``capturable``): an all-reduce stores this rank's values in
