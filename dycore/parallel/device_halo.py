@@ -59,7 +59,9 @@ class DeviceHaloExchange:
     Parameters
     ----------
     backend : GPUBackend (or its simulator) — arrays, kernel launches, the stream
-    transport : NcclTransport or a loopback transport (:mod:`dycore.parallel.nccl`)
+    transport : NcclTransport or a loopback transport (:mod:`dycore.parallel.nccl`), or the
+        peer transport (:mod:`dycore.parallel.peer`), whose kernels gather the owned values
+        and scatter the ghosts themselves (no buffers; one kernel with one neighbour)
     plan : HaloPlan of this rank
     block : int — values per node (1: scalar fields, 3: velocity)
     overlap : post the messages on :func:`comm_branch` (module docstring): the caller may run
@@ -122,9 +124,7 @@ class DeviceHaloExchange:
                 for st, ids in zip(starts, (send, recv)))
         # the pack / unpack buffers and their index lists, only on a side not in place
         self._sends = self._recvs = None
-        if self.direct is not None:
-            pass
-        elif not self.send_in_place:
+        if self.direct is None and not self.send_in_place:
             self.send_idx, self.sbuf, self._sends = self._buffers(send, so, peers)
         if self.direct is None and not self.recv_in_place:
             self.recv_idx, self.rbuf, self._recvs = self._buffers(recv, ro, peers)
@@ -175,7 +175,7 @@ class DeviceHaloExchange:
                                 sidx, ridx, self.block)
                 self._open, self._fused = True, True
                 return
-            work = lambda: self._put(flat)              # noqa: E731
+            work = lambda: self._direct(self.t.put, 0, flat)     # noqa: E731
             if self.branch is None:
                 work()
             else:
@@ -204,14 +204,15 @@ class DeviceHaloExchange:
             return sends[0], recvs[0]
         return None
 
-    def _put(self, flat) -> None:
-        """Every neighbour's owned values stored into its mailbox (the peer transport)."""
-        bs = self.block
-        for q, start, idx, m in self.direct[0]:
+    def _direct(self, move, side: int, flat) -> None:
+        """The peer transport's ``put`` (side 0: every neighbour's owned values into its
+        mailbox) or ``take`` (side 1: every neighbour's message into the ghost slots), from
+        / into the vector's run of ids or by index."""
+        for q, start, idx, m in self.direct[side]:
             if idx is None:
-                self.t.put(q, flat[start:start + m], m)
+                move(q, flat[start:start + m], m)
             else:
-                self.t.put(q, flat, m, idx, bs)
+                move(q, flat, m, idx, self.block)
 
     def end(self, x) -> None:
         """Complete the messages of :meth:`begin` and write the ghost values into ``x``."""
@@ -219,12 +220,7 @@ class DeviceHaloExchange:
             self._open = self._fused = False
             return
         if self.direct is not None:
-            flat, bs = x.reshape(-1), self.block
-            for q, start, idx, m in self.direct[1]:
-                if idx is None:
-                    self.t.take(q, flat[start:start + m], m)
-                else:
-                    self.t.take(q, flat, m, idx, bs)
+            self._direct(self.t.take, 1, x.reshape(-1))
             if self.branch is not None:
                 self.branch.join()
             self._open = False

@@ -104,8 +104,6 @@ def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool,
     communicator on one GPU, so ranks sharing GPUs (``shared``) under ``auto`` fall back to the
     staged transport with a warning (correct, much slower), and ``nccl`` is refused.
 
-    Raises
-    ------
     ``peer`` (:mod:`dycore.parallel.peer`: our kernels store each message into the
     neighbour GPU's memory through CUDA IPC) needs one host, a GPU per rank and peer access
     between them (checked when it is built), never the simulator. ``auto`` takes it where
@@ -156,8 +154,10 @@ def _nccl_available() -> bool:
 
 def make_transport(comm, backend, kind: str = "auto", shared: bool = False):
     """The GPU ranks' transport: ``"nccl"`` (:class:`~dycore.parallel.nccl.NcclTransport` on
-    the backend's stream), ``"peer"`` (:class:`~dycore.parallel.peer.PeerTransport`), ``"mpi"`` (:class:`~dycore.parallel.nccl.MpiStagedTransport`) or
-    ``"auto"`` (:func:`transport_kind`; ``shared``: some node has more ranks than GPUs).
+    the backend's stream), ``"peer"`` (:class:`~dycore.parallel.peer.PeerTransport`),
+    ``"mpi"`` (:class:`~dycore.parallel.nccl.MpiStagedTransport`) or ``"auto"``
+    (:func:`transport_kind`; ``shared``: some node has more ranks than GPUs; without NCCL the
+    ranks are asked, collectively, whether the peer transport can connect them).
 
     Raises
     ------

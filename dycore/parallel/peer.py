@@ -3,9 +3,9 @@
 GPU ranks on one host can move their messages without a communication library: every
 rank's mailbox is mapped into the other ranks' address spaces with CUDA IPC, and two small
 kernels of ours (:mod:`dycore.parallel.peer_kernels`) do the rest. The sender stores the
-values straight into the receiver's memory (NVLink or PCIe peer access carries the stores)
-and raises a flag there; the receiver waits for the flag and copies the values where they
-belong. The stores gather the owned values by index and the copy scatters into the ghost
+values straight into the receiver's memory (NVLink or PCIe peer access carries the stores),
+every 64-bit word tagged with the message's number; the receiver copies each value where it
+belongs as soon as its words carry the tag. The stores gather the owned values by index and the copy scatters into the ghost
 slots, so a halo exchange needs no separate pack or unpack kernel. Every operation is a kernel
 on the backend's stream, captured into the CUDA graphs like any other launch. On two H200s
 joined by NVLink one message alone costs about what NCCL's does (8.0 against 6.9 µs an
@@ -196,10 +196,9 @@ class PeerTransport:
         return (max(1, min(blocks, self.max_blocks)), self.threads)
 
     def _flat(self, a):
+        """``a`` flattened, its dtype and size checked (the kernels move its bits)."""
         f = a.reshape(-1)
-        if np.dtype(f.dtype) == np.int64:
-            f = f.view(np.float64)                     # (moved bit for bit)
-        elif np.dtype(f.dtype) != np.float64:
+        if np.dtype(f.dtype) not in (np.dtype(np.float64), np.dtype(np.int64)):
             raise ValueError(f"peer transport moves float64 or int64, got {f.dtype}")
         if f.size > self.capacity:
             raise ValueError(f"peer transport: a message of {f.size} values exceeds the "
@@ -208,7 +207,8 @@ class PeerTransport:
 
     def put(self, q: int, x, n: int, idx=None, bs: int = 1) -> None:
         """Send n values to rank q: x[:n] (x 1-D float64), or with ``idx`` ((n/bs,) int64)
-        x[idx[i]·bs + c] — the owned values of a halo plan, gathered by the same kernel."""
+        x[idx[i]·bs + c] — the owned values of a halo plan, gathered by the same kernel
+        (x float64 or int64: its bits are moved)."""
         b, m, p = self.b, self.mine, self.peers[q]
         b.launch(self.k["peer_put"], self._shape(n), b.nb(_bits(x)),
                  b.nb(self._no_idx if idx is None else idx), int(bs), int(n),
@@ -250,8 +250,8 @@ class PeerTransport:
         self._recvs = list(recvs)
 
     def complete(self) -> None:
-        """Copy every receive of the last :meth:`post` out of the mailboxes (each kernel
-        waits for its message's flag)."""
+        """Copy every receive of the last :meth:`post` out of the mailboxes (each value as
+        soon as its words carry the message's tag)."""
         for q, a in self._recvs:
             f = self._flat(a)
             self.take(int(q), f, f.size)
