@@ -132,9 +132,11 @@ def _build(jit) -> dict:
     @dev
     def recv_end(acks, received, q, ticket, sh):
         """Thread 0, after the block's barrier (every load of the slot has returned): from
-        the last block acknowledge message sh[2] (slot sh[3]) in the sender's memory."""
+        the last block acknowledge message sh[2] (slot sh[3]) in the sender's memory — a
+        plain store, posted over the link without waiting for a reply (an atomic there
+        would hold the kernel for the round trip; this rank is the slot's only writer)."""
         if last_block(ticket):
-            cuda.atomic.max(acks, sh[3], sh[2])
+            acks[sh[3]] = sh[2]
             received[q] = sh[2]
 
     def peer_put(xb, idx, bs, n, box, acks, sent, q, ticket, spin, err):
