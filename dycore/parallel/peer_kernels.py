@@ -60,7 +60,9 @@ def _build(jit) -> dict:
     @dev
     def send_begin(sent, q, acks, nslot, spin, err, sh):
         """Thread 0: this message's number and slot into sh[0], sh[1], once the slot's
-        previous message (s − S) has been acknowledged."""
+        previous message (s − S) has been acknowledged (the other threads meanwhile load
+        their first values, and the last thread the number of the message to receive:
+        :func:`recv_begin`)."""
         s = sent[q] + 1
         slot = s % nslot
         k = 0
@@ -73,21 +75,34 @@ def _build(jit) -> dict:
         sh[1] = slot
 
     @dev
-    def store(xb, idx, bs, n, box, slot, tag):
+    def value(xb, idx, bs, i):
+        """Value i of the message: xb[i], or xb[idx[i // bs]·bs + i mod bs] (the pack)."""
+        if idx.shape[0] > 0:
+            j = i // bs
+            return xb[idx[j] * bs + i - j * bs]
+        return xb[i]
+
+    @dev
+    def first_value(xb, idx, bs, n):
+        """This thread's first value of the message (0 past its end), loaded before the
+        block's barrier so that the load overlaps thread 0's wait for the slot."""
+        i = cuda.grid(1)
+        return value(xb, idx, bs, i) if i < n else int64(0)
+
+    @dev
+    def store(xb, idx, bs, n, box, slot, tag, v):
         """box[slot, 2i], box[slot, 2i + 1] = the low and high 32 bits of value i, each
-        under the message's tag (bits 32–62): a word carries its own flag."""
+        under the message's tag (bits 32–62): a word carries its own flag. ``v`` is this
+        thread's first value (:func:`first_value`)."""
         i = cuda.grid(1)
         stride = cuda.gridsize(1)
         hi = tag << 32
         while i < n:
-            if idx.shape[0] > 0:
-                j = i // bs
-                v = xb[idx[j] * bs + i - j * bs]
-            else:
-                v = xb[i]
             box[slot, 2 * i] = hi | (v & 0xFFFFFFFF)
             box[slot, 2 * i + 1] = hi | ((v >> 32) & 0xFFFFFFFF)
             i += stride
+            if i < n:
+                v = value(xb, idx, bs, i)
 
     @dev
     def word(box, slot, j, tag, spin, err):
@@ -111,6 +126,14 @@ def _build(jit) -> dict:
             ticket[0] = 0
             return True
         return False
+
+    @dev
+    def recv_begin(received, q, nslot, sh):
+        """The last thread of the block: the number of the message to receive from q and
+        its slot into sh[2], sh[3] (beside thread 0's :func:`send_begin`)."""
+        if cuda.threadIdx.x == cuda.blockDim.x - 1:
+            sh[2] = received[q] + 1
+            sh[3] = sh[2] % nslot
 
     @dev
     def load(yb, idx, bs, n, box, slot, tag, spin, err):
@@ -147,8 +170,9 @@ def _build(jit) -> dict:
         t = cuda.threadIdx.x
         if t == 0:
             send_begin(sent, q, acks, box.shape[0], spin, err, sh)
+        v = first_value(xb, idx, bs, n)
         cuda.syncthreads()
-        store(xb, idx, bs, n, box, sh[1], sh[0] & 0x7FFFFFFF)
+        store(xb, idx, bs, n, box, sh[1], sh[0] & 0x7FFFFFFF, v)
         cuda.syncthreads()
         if t == 0 and last_block(ticket):
             sent[q] = sh[0]
@@ -158,9 +182,7 @@ def _build(jit) -> dict:
         peer's memory; received : (K,) int64 here; yb : int64 view of the destination."""
         sh = cuda.shared.array(4, int64)
         t = cuda.threadIdx.x
-        if t == 0:
-            sh[2] = received[q] + 1
-            sh[3] = sh[2] % box.shape[0]
+        recv_begin(received, q, box.shape[0], sh)
         cuda.syncthreads()
         load(yb, idx, bs, n, box, sh[3], sh[2] & 0x7FFFFFFF, spin, err)
         cuda.syncthreads()
@@ -175,10 +197,10 @@ def _build(jit) -> dict:
         t = cuda.threadIdx.x
         if t == 0:
             send_begin(sent, q, sacks, sbox.shape[0], spin, err, sh)
-            sh[2] = received[q] + 1
-            sh[3] = sh[2] % rbox.shape[0]
+        recv_begin(received, q, rbox.shape[0], sh)
+        v = first_value(xb, sidx, bs, ns)
         cuda.syncthreads()
-        store(xb, sidx, bs, ns, sbox, sh[1], sh[0] & 0x7FFFFFFF)
+        store(xb, sidx, bs, ns, sbox, sh[1], sh[0] & 0x7FFFFFFF, v)
         load(yb, ridx, bs, nr, rbox, sh[3], sh[2] & 0x7FFFFFFF, spin, err)
         cuda.syncthreads()
         if t == 0:
@@ -194,10 +216,10 @@ def _build(jit) -> dict:
         n = a.shape[0]
         if t == 0:
             send_begin(sent, q, sacks, sbox.shape[0], spin, err, sh)
-            sh[2] = received[q] + 1
-            sh[3] = sh[2] % rbox.shape[0]
+        recv_begin(received, q, rbox.shape[0], sh)
+        v = first_value(ab, ab[:0], 1, n)
         cuda.syncthreads()
-        store(ab, ab[:0], 1, n, sbox, sh[1], sh[0] & 0x7FFFFFFF)
+        store(ab, ab[:0], 1, n, sbox, sh[1], sh[0] & 0x7FFFFFFF, v)
         load(gb, gb[:0], 1, n, rbox, sh[3], sh[2] & 0x7FFFFFFF, spin, err)
         cuda.threadfence_block()
         cuda.syncthreads()
