@@ -96,23 +96,23 @@ def select_rank_device(comm) -> tuple[int, bool]:
 
 
 def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool,
-                   peer: bool = False) -> str:
+                   peer: bool = False, ranks: int = 0) -> str:
     """The transport GPU ranks use: ``kind`` ("auto", "nccl", "peer" or "mpi") resolved.
-
-    ``auto`` is NCCL on GPUs whose CuPy has it and where every rank has a GPU of its own, else
-    the staged MPI transport (always under the simulator). NCCL cannot put two ranks of one
-    communicator on one GPU, so ranks sharing GPUs (``shared``) under ``auto`` fall back to the
-    staged transport with a warning (correct, much slower), and ``nccl`` is refused.
 
     ``peer`` (:mod:`dycore.parallel.peer`: our kernels store each message into the
     neighbour GPU's memory through CUDA IPC) needs one host, a GPU per rank and peer access
-    between them (checked when it is built), never the simulator. ``auto`` takes it where
-    CuPy has no NCCL and ``peer`` says the ranks allow it: every message then stays on the
-    GPUs and inside the CUDA graphs (on two H200s ten times faster than the staged
-    transport). Where NCCL is there, ``auto`` keeps NCCL, which has far more use behind it:
-    on two H200s joined by NVLink the peer transport's 4.42 M-tet step was 1.4 ms shorter
-    (86.7 against 88.1 ms, docs/performance.md), but it has run on two GPUs only; ask for
-    ``peer`` to take it.
+    between them (``peer``: the ranks said they have it), never the simulator. NCCL cannot
+    put two ranks of one communicator on one GPU either, so ranks sharing GPUs (``shared``)
+    under ``auto`` fall back to the staged MPI transport with a warning (correct, much
+    slower), and ``nccl`` or ``peer`` is refused.
+
+    ``auto`` takes, in this order: the peer transport for two ranks (``ranks`` = 2) that
+    allow it — on two H200s joined by NVLink its 4.42 M-tet step is 3 % shorter than NCCL's
+    (85.7 / 86.1 against 88.9 ms, the same bits; docs/performance.md); NCCL where CuPy has
+    it (more than two ranks: the peer transport has not been measured there); the peer
+    transport where CuPy has no NCCL (every message stays on the GPUs and in the CUDA
+    graphs: ten times faster than staging); else the staged MPI transport (always under
+    the simulator).
 
     Raises
     ------
@@ -135,7 +135,9 @@ def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool,
                         "go through the host (staged MPI; correct, much slower) — start one "
                         "rank per GPU")
             return "mpi"
-        return "nccl" if nccl else "peer" if peer else "mpi"
+        if peer and (ranks == 2 or not nccl):
+            return "peer"
+        return "nccl" if nccl else "mpi"
     if kind == "nccl" and (shared or not nccl):
         raise ConfigError("GPU-rank transport nccl: " + (
             "more MPI ranks than GPUs on a node (NCCL needs a GPU per rank); start one rank "
@@ -156,8 +158,9 @@ def make_transport(comm, backend, kind: str = "auto", shared: bool = False):
     """The GPU ranks' transport: ``"nccl"`` (:class:`~dycore.parallel.nccl.NcclTransport` on
     the backend's stream), ``"peer"`` (:class:`~dycore.parallel.peer.PeerTransport`),
     ``"mpi"`` (:class:`~dycore.parallel.nccl.MpiStagedTransport`) or ``"auto"``
-    (:func:`transport_kind`; ``shared``: some node has more ranks than GPUs; without NCCL the
-    ranks are asked, collectively, whether the peer transport can connect them).
+    (:func:`transport_kind`; ``shared``: some node has more ranks than GPUs; with two ranks,
+    or without NCCL, the ranks are asked, collectively, whether the peer transport can
+    connect them).
 
     Raises
     ------
@@ -167,15 +170,15 @@ def make_transport(comm, backend, kind: str = "auto", shared: bool = False):
     from dycore.parallel.nccl import MpiStagedTransport, NcclTransport
     nccl = not backend.simulator and _nccl_available()
     peer = False
-    if kind == "auto" and not (nccl or backend.simulator or shared):
+    if kind == "auto" and not (backend.simulator or shared) and (comm.size == 2 or not nccl):
         from dycore.parallel.peer import peer_access_problem
         problem = peer_access_problem(comm)               # (collective)
         peer = problem is None
-        if not peer:
+        if not (peer or nccl):
             log.warning("warning: no NCCL in this CuPy and no peer transport (%s): the halo "
                         "exchanges and reductions go through the host (staged MPI; correct, "
                         "much slower)", problem)
-    kind = transport_kind(kind, backend.simulator, nccl, shared, peer)
+    kind = transport_kind(kind, backend.simulator, nccl, shared, peer, comm.size)
     if kind == "nccl":
         return NcclTransport.from_mpi(comm, backend.stream)
     if kind == "peer":

@@ -37,7 +37,7 @@ __all__ = ["DEFAULT_CAPACITY", "PeerTransport", "PeerWorld", "peer_access_proble
 #: float64 values one message may carry (a slot of a mailbox): 8 MiB
 DEFAULT_CAPACITY = 1 << 20
 #: slots of each mailbox: how many messages a rank may have in flight to one neighbour
-SLOTS = 4
+SLOTS = 4                 # (at most peer_kernels.MAX_SLOTS)
 #: polls of a flag before a wait gives up (GPU: minutes; the simulator: no rank can post
 #: while another spins, so a missing message must fail at once)
 SPIN_GPU, SPIN_SIMULATOR = 1 << 28, 2

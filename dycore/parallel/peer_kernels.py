@@ -53,25 +53,47 @@ __all__ = ["get_peer_kernels"]
 
 _CACHE: dict = {}
 
+#: the most slots a mailbox may have (the kernels' shared array holds every slot's
+#: acknowledgement after the four words of the message's numbers)
+MAX_SLOTS = 8
+SHARED = 4 + MAX_SLOTS
+
 
 def _build(jit) -> dict:
     dev = cuda.jit(device=True)
 
     @dev
-    def send_begin(sent, q, acks, nslot, spin, err, sh):
-        """Thread 0: this message's number and slot into sh[0], sh[1], once the slot's
-        previous message (s − S) has been acknowledged (the other threads meanwhile load
-        their first values, and the last thread the number of the message to receive:
-        :func:`recv_begin`)."""
-        s = sent[q] + 1
+    def begin(sent, acks, nslot, received, rslots, q, sh, send, recv):
+        """Before the block's first barrier, each load by its own thread, all at once:
+        thread 0 the number of the message to send (sh[0]), threads 1…S the slots'
+        acknowledgements (sh[4 + slot]), the last thread the number of the message to
+        receive and its slot (sh[2], sh[3]); meanwhile every thread loads its first value
+        (:func:`first_value`). ``send`` / ``recv``: which of the two the kernel does."""
+        t = cuda.threadIdx.x
+        if send:
+            if t == 0:
+                sh[0] = sent[q] + 1
+            elif t <= nslot:
+                sh[3 + t] = cuda.atomic.max(acks, t - 1, 0)       # (an atomic read)
+        if recv and t == cuda.blockDim.x - 1:
+            sh[2] = received[q] + 1
+            sh[3] = sh[2] % rslots
+
+    @dev
+    def claim(acks, nslot, spin, err, sh):
+        """Thread 0, after the first barrier: the slot of message s = sh[0] into sh[1], once
+        the slot's previous message (s − S) has been acknowledged — from the value loaded
+        before the barrier, read again only while it falls short."""
+        s = sh[0]
         slot = s % nslot
+        a = sh[4 + slot] if cuda.blockDim.x > nslot else cuda.atomic.max(acks, slot, 0)
         k = 0
-        while cuda.atomic.max(acks, slot, 0) < s - nslot:     # (an atomic read)
+        while a < s - nslot:
             k += 1
             if k > spin:
                 cuda.atomic.max(err, 0, 1)
                 break
-        sh[0] = s
+            a = cuda.atomic.max(acks, slot, 0)
         sh[1] = slot
 
     @dev
@@ -128,14 +150,6 @@ def _build(jit) -> dict:
         return False
 
     @dev
-    def recv_begin(received, q, nslot, sh):
-        """The last thread of the block: the number of the message to receive from q and
-        its slot into sh[2], sh[3] (beside thread 0's :func:`send_begin`)."""
-        if cuda.threadIdx.x == cuda.blockDim.x - 1:
-            sh[2] = received[q] + 1
-            sh[3] = sh[2] % nslot
-
-    @dev
     def load(yb, idx, bs, n, box, slot, tag, spin, err):
         """This thread's share of yb[:n] (or yb[idx[i]·bs + c]), each value as soon as its
         two words carry the tag."""
@@ -153,24 +167,25 @@ def _build(jit) -> dict:
             i += stride
 
     @dev
-    def recv_end(acks, received, q, ticket, sh):
-        """Thread 0, after the block's barrier (every load of the slot has returned): from
-        the last block acknowledge message sh[2] (slot sh[3]) in the sender's memory — a
+    def acknowledge(acks, received, q, sh):
+        """Thread 0 of the last block, after its barrier (every block's loads of the slot
+        have returned): acknowledge message sh[2] (slot sh[3]) in the sender's memory — a
         plain store, posted over the link without waiting for a reply (an atomic there
         would hold the kernel for the round trip; this rank is the slot's only writer)."""
-        if last_block(ticket):
-            acks[sh[3]] = sh[2]
-            received[q] = sh[2]
+        acks[sh[3]] = sh[2]
+        received[q] = sh[2]
 
     def peer_put(xb, idx, bs, n, box, acks, sent, q, ticket, spin, err):
         """xb : int64 view of the values (or of the vector the owned ids ``idx`` index, block
         ``bs``); box : (S, 2·cap) int64 in the peer's memory (its mailbox from this rank);
         acks : (S,) int64 here; sent : (K,) int64 here; ticket : (1,) int64."""
-        sh = cuda.shared.array(4, int64)
+        sh = cuda.shared.array(SHARED, int64)
         t = cuda.threadIdx.x
-        if t == 0:
-            send_begin(sent, q, acks, box.shape[0], spin, err, sh)
+        begin(sent, acks, box.shape[0], sent, 1, q, sh, True, False)
         v = first_value(xb, idx, bs, n)
+        cuda.syncthreads()
+        if t == 0:
+            claim(acks, box.shape[0], spin, err, sh)
         cuda.syncthreads()
         store(xb, idx, bs, n, box, sh[1], sh[0] & 0x7FFFFFFF, v)
         cuda.syncthreads()
@@ -180,44 +195,46 @@ def _build(jit) -> dict:
     def peer_wait(yb, idx, bs, n, box, acks, received, q, ticket, spin, err):
         """box : (S, 2·cap) int64 here (the mailbox from peer q); acks : (S,) int64 in the
         peer's memory; received : (K,) int64 here; yb : int64 view of the destination."""
-        sh = cuda.shared.array(4, int64)
+        sh = cuda.shared.array(SHARED, int64)
         t = cuda.threadIdx.x
-        recv_begin(received, q, box.shape[0], sh)
+        begin(received, acks, 1, received, box.shape[0], q, sh, False, True)
         cuda.syncthreads()
         load(yb, idx, bs, n, box, sh[3], sh[2] & 0x7FFFFFFF, spin, err)
         cuda.syncthreads()
-        if t == 0:
-            recv_end(acks, received, q, ticket, sh)
+        if t == 0 and last_block(ticket):
+            acknowledge(acks, received, q, sh)
 
     def peer_exchange(xb, sidx, ns, yb, ridx, nr, bs, sbox, sacks, rbox, racks,
                       sent, received, q, tickets, spin, err):
         """peer_put of ns values to peer q, then peer_wait of q's message (nr values), in one
-        kernel (the halo exchange of a rank with one neighbour); tickets : (2,) int64."""
-        sh = cuda.shared.array(4, int64)
+        kernel (the halo exchange of a rank with one neighbour); tickets : (2,) int64 (the
+        first counts the blocks out of both halves)."""
+        sh = cuda.shared.array(SHARED, int64)
         t = cuda.threadIdx.x
-        if t == 0:
-            send_begin(sent, q, sacks, sbox.shape[0], spin, err, sh)
-        recv_begin(received, q, rbox.shape[0], sh)
+        begin(sent, sacks, sbox.shape[0], received, rbox.shape[0], q, sh, True, True)
         v = first_value(xb, sidx, bs, ns)
+        cuda.syncthreads()
+        if t == 0:
+            claim(sacks, sbox.shape[0], spin, err, sh)
         cuda.syncthreads()
         store(xb, sidx, bs, ns, sbox, sh[1], sh[0] & 0x7FFFFFFF, v)
         load(yb, ridx, bs, nr, rbox, sh[3], sh[2] & 0x7FFFFFFF, spin, err)
         cuda.syncthreads()
-        if t == 0:
-            if last_block(tickets[0:1]):
-                sent[q] = sh[0]
-            recv_end(racks, received, q, tickets[1:2], sh)
+        if t == 0 and last_block(tickets[0:1]):
+            sent[q] = sh[0]
+            acknowledge(racks, received, q, sh)
 
     def peer_reduce_pair(a, ab, gb, ga, me, op, sbox, sacks, rbox, racks, sent, received,
                          q, tickets, spin, err):
         """a (n,) and ab, its int64 view; gb / ga: int64 and typed views of a scratch row."""
-        sh = cuda.shared.array(4, int64)
+        sh = cuda.shared.array(SHARED, int64)
         t = cuda.threadIdx.x
         n = a.shape[0]
-        if t == 0:
-            send_begin(sent, q, sacks, sbox.shape[0], spin, err, sh)
-        recv_begin(received, q, rbox.shape[0], sh)
+        begin(sent, sacks, sbox.shape[0], received, rbox.shape[0], q, sh, True, True)
         v = first_value(ab, ab[:0], 1, n)
+        cuda.syncthreads()
+        if t == 0:
+            claim(sacks, sbox.shape[0], spin, err, sh)
         cuda.syncthreads()
         store(ab, ab[:0], 1, n, sbox, sh[1], sh[0] & 0x7FFFFFFF, v)
         load(gb, gb[:0], 1, n, rbox, sh[3], sh[2] & 0x7FFFFFFF, spin, err)
@@ -230,10 +247,9 @@ def _build(jit) -> dict:
             elif v > a[i]:
                 a[i] = v
         cuda.syncthreads()
-        if t == 0:
-            if last_block(tickets[0:1]):
-                sent[q] = sh[0]
-            recv_end(racks, received, q, tickets[1:2], sh)
+        if t == 0 and last_block(tickets[0:1]):
+            sent[q] = sh[0]
+            acknowledge(racks, received, q, sh)
 
     def peer_combine(a, g, me, op):
         i = cuda.grid(1)

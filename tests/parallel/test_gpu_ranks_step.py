@@ -290,6 +290,13 @@ def test_the_transport_of_gpu_ranks_and_ranks_sharing_gpus(caplog):
                           peer=True) == "peer"
     assert transport_kind("auto", simulator=False, nccl=True, shared=False,
                           peer=True) == "nccl"
+    # two ranks that allow it take the peer transport even with NCCL there; more keep NCCL
+    assert transport_kind("auto", simulator=False, nccl=True, shared=False, peer=True,
+                          ranks=2) == "peer"
+    assert transport_kind("auto", simulator=False, nccl=True, shared=False, peer=True,
+                          ranks=4) == "nccl"
+    assert transport_kind("auto", simulator=False, nccl=True, shared=False, peer=False,
+                          ranks=2) == "nccl"
     assert transport_kind("auto", simulator=True, nccl=False, shared=False, peer=True) == "mpi"
     assert not caplog.records
     assert transport_kind("auto", simulator=False, nccl=True, shared=True) == "mpi"
