@@ -127,17 +127,28 @@ def _build(jit) -> dict:
                 v = value(xb, idx, bs, i)
 
     @dev
-    def word(box, slot, j, tag, spin, err):
-        """box[slot, j] once it carries ``tag`` (atomic reads: the remote stores land in L2)."""
+    def poll(box, slot, j):
+        """box[slot, j] read atomically (the remote stores land in L2, past the L1 cache)."""
+        return cuda.atomic.max(box, (slot, j), 0)
+
+    @dev
+    def words(box, slot, i, tag, spin, err):
+        """The two words of value i once both carry ``tag``: both reads are issued before
+        either is tested, so their round trips overlap; a word is read again only while
+        its tag is not yet the message's."""
+        lo = poll(box, slot, 2 * i)
+        hi = poll(box, slot, 2 * i + 1)
         k = 0
-        w = cuda.atomic.max(box, (slot, j), 0)
-        while (w >> 32) != tag:
+        while (lo >> 32) != tag or (hi >> 32) != tag:
             k += 1
             if k > spin:
                 cuda.atomic.max(err, 0, 1)
                 break
-            w = cuda.atomic.max(box, (slot, j), 0)
-        return w
+            if (lo >> 32) != tag:
+                lo = poll(box, slot, 2 * i)
+            if (hi >> 32) != tag:
+                hi = poll(box, slot, 2 * i + 1)
+        return (hi << 32) | (lo & 0xFFFFFFFF)
 
     @dev
     def last_block(ticket):
@@ -156,9 +167,7 @@ def _build(jit) -> dict:
         i = cuda.grid(1)
         stride = cuda.gridsize(1)
         while i < n:
-            lo = word(box, slot, 2 * i, tag, spin, err)
-            hi = word(box, slot, 2 * i + 1, tag, spin, err)
-            v = (hi << 32) | (lo & 0xFFFFFFFF)
+            v = words(box, slot, i, tag, spin, err)
             if idx.shape[0] > 0:
                 j = i // bs
                 yb[idx[j] * bs + i - j * bs] = v
