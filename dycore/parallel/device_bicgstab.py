@@ -36,8 +36,8 @@ cost about one solve's messages instead of k solves'.
 
 Solves are replayed as DeviceRankPCG's are (:mod:`dycore.parallel.device_replay`): the first
 converged solve is issued from Python with a host read of the control array every
-``check_every`` iterations; it learns the iteration count, the ranks agree on a budget (+20 %
-and 2) and later solves replay ``first`` (start + budget iterations: kernels, halo exchanges
+``check_every`` iterations; it learns the iteration count, the ranks agree on a budget (+10 %,
+at least 2) and later solves replay ``first`` (start + budget iterations: kernels, halo exchanges
 and all-reduces) with one host read, then ``more`` while unfinished. With NCCL the replay is a
 CUDA graph per rank; with the staged MPI transport or K loopback ranks (not capturable) the
 same work is re-issued from Python in the same order, which gives the same bits. Iterations

@@ -29,7 +29,8 @@ The device twin of :func:`dycore.parallel.krylov.cg` over the pressure matrix's 
 - CUDA graphs (``graphs``, as the serial device solvers' ``_Solver._run``): the first
   converged solve is issued from Python, the host reading the control array every
   ``check_every`` iterations (one small device→host copy); it learns the iteration count, the
-  ranks agree on a budget (the max of their counts by one all-reduce, +20 % and 2) and each
+  ranks agree on a budget (the max of their counts by one all-reduce, +10 %, at least 2:
+  :func:`~dycore.solvers.krylov.replay_budget`) and each
   captures the start with that many iterations — pack, NCCL group send/recv, unpack, the row
   kernel, the fused updates, the dots' kernels and all-reduces and the exact reducer's
   on-device rounding — into one graph, ``first``, and ``check_every`` iterations into
@@ -616,7 +617,7 @@ class DeviceRankPCG(ReplayedSolve):
 
         With :attr:`graphs`, the first converged solve is issued from Python and checked every
         ``check_every`` iterations; it learns the iteration count, agrees on a budget with the
-        other ranks (the max of their counts, one all-reduce, +20 % and 2, at most
+        other ranks (the max of their counts, one all-reduce, +10 %, at least 2, at most
         ``maxiter``) and captures ``first`` (the start and that many iterations) and ``more``
         (``check_every`` iterations). Later solves replay ``first`` — no host read inside — read
         the verdict once, replay ``more`` while unfinished, and capture ``first`` afresh when

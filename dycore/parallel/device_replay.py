@@ -12,11 +12,10 @@ once the control array says the solve is finished).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from dycore.backend.solver_kernels import CONVERGED, DONE, ITS, RUNNING
+from dycore.solvers.krylov import replay_budget
 
 __all__ = ["ReplayedSolve", "Replayable"]
 
@@ -60,7 +59,7 @@ class ReplayedSolve:
         self.t.allreduce(cnt, "max")
         yield
         its = int(np.asarray(self.b.to_host(cnt))[0])
-        budget = int(min(self.maxiter, math.ceil(1.2 * max(its, 1)) + 2))
+        budget = replay_budget(its, self.maxiter)
         self._first = Replayable(self, lambda: self._budgeted(budget))
         if self._more is None:
             chunk = self.check_every

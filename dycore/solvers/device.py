@@ -15,8 +15,8 @@ Device mode implements ``cg`` (pressure) and ``bicgstab`` (momentum, tracers); a
 ``gmres`` is run as BiCGStab with the same tolerances (logged once), since GMRES's growing Krylov
 basis has no place in a fixed kernel graph. Every work array is allocated here, once per mesh.
 The first solve of each kind runs with a host check of its verdict every few iterations and
-learns its iteration count; later solves replay a CUDA graph of that many iterations (+20%, +2)
-unchecked, and :meth:`DeviceSystems.end_step` verifies all of a step's solves with one read.
+learns its iteration count; later solves replay a CUDA graph of that many iterations (+10 %, at
+least 2: :func:`~dycore.solvers.krylov.replay_budget`) unchecked, and :meth:`DeviceSystems.end_step` verifies all of a step's solves with one read.
 """
 from __future__ import annotations
 

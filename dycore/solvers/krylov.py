@@ -25,7 +25,7 @@ from dycore.backend import solver_kernels as K
 from dycore.errors import SolverDivergedError
 
 __all__ = ["DeviceLinalg", "DeviceMatrix", "LeanBlocks", "DevicePCG", "DeviceBiCGStab",
-           "group_size", "MAX_GROUP"]
+           "group_size", "replay_budget", "MAX_GROUP"]
 
 #: most threads per matrix row in the row kernels (one warp)
 MAX_GROUP = 32
@@ -146,6 +146,25 @@ def group_size(nnz_per_row: float, max_group: int = MAX_GROUP) -> int:
     return g
 
 
+def replay_budget(its: int, maxiter: int) -> int:
+    """Iterations the graph of a replayed solve holds: the learnt count ``its`` plus a margin
+    of max(2, ⌈its / 10⌉) for the count's drift from step to step, at most ``maxiter``.
+
+    Every iteration past convergence still runs its launches as no-ops (on GPU ranks its halo
+    exchanges and reductions too), so the margin is paid in every solve of every step; a
+    solve that needs more than its budget costs more, once: the serial device solver replays
+    its ``more`` graph after a host read, and a captured Picard iteration repeats its step
+    with every solve checked; either way the budget is learnt again from the new count. On
+    the 4.42 M-tet mesh (19 CG, 7 momentum and 32 tracer iterations a solve) this margin
+    keeps 2 / 2 / 4 spare iterations where 20 % + 2 kept 6 / 4 / 9, whose no-ops cost the
+    2-GPU step about 2 ms (docs/performance.md).
+
+    its : int ≥ 0 (a count of 0 is taken as 1); maxiter : int ≥ 1
+    """
+    its = max(int(its), 1)
+    return int(min(maxiter, its + max(2, -(-its // 10))))
+
+
 class DeviceMatrix:
     """A block-CSR matrix on the device: views of (indptr, indices, data) and the block size.
 
@@ -244,7 +263,7 @@ class _Solver:
 
         The first call with a given ``key`` launches directly (compiling the kernels) in chunks,
         reading the verdict after each, and learns how many iterations the solve takes. It then
-        captures two graphs: ``first`` (the start plus that many iterations, +20% and 2) and
+        captures two graphs: ``first`` (the start plus :func:`replay_budget` iterations) and
         ``more`` (``chunk`` iterations). Later calls replay ``first``; with ``check`` they read
         the verdict (one host sync) and replay ``more`` until the solve is finished, re-capturing
         ``first`` with a larger budget when it fell short. Without ``check`` nothing is read:
@@ -281,7 +300,7 @@ class _Solver:
 
     def _capture(self, start, iterate, its):
         b = self.la.b
-        budget = int(min(self.cfg.max_iterations, np.ceil(1.2 * max(its, 1)) + 2))
+        budget = replay_budget(its, self.cfg.max_iterations)
 
         def first():
             start()

@@ -8,7 +8,7 @@ rank 0 after every step and written to OUT.npz with the diagnostics and iteratio
 
 MODE (GPU): ``graphs`` (default: from the second step each Picard iteration is captured, its
 solves inline), ``nographs`` (``backend.graphs: false``: every step issued from Python, every
-solve checked), ``short`` (after step 1 every iterative solve's budget is cut to 4 iterations:
+solve checked), ``short`` (after step 1 every iterative solve's budget is cut to 3 iterations:
 the captured solves of step 2 fall short, the step is repeated with every solve checked),
 ``amg`` (the pressure preconditioner ``amg``: rank-local V-cycles, their hierarchies kept in
 the set-up cache that ``DYCORE_CACHE_DIR`` names), ``global_amg`` (``amg`` as the V-cycle of
@@ -40,7 +40,7 @@ def config(backend, graphs=True, pressure_pc="jacobi"):
 
 
 def cut_budgets(sim) -> None:
-    """Every iterative solve's budget learnt afresh from a count of 1 (4 iterations)."""
+    """Every iterative solve's budget learnt afresh from a count of 1 (3 iterations)."""
     from dycore.parallel.device_replay import drain
     sys_ = sim.systems
     for s in [*sys_.solvers.values(), *([sys_.pcg] if sys_.pcg is not None else [])]:

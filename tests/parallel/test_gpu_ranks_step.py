@@ -23,7 +23,7 @@ exact dot products, Jacobi CG for pressure, block-Jacobi / Jacobi BiCGStab.
 - from the second step every Picard iteration is captured (one graph per rank, the solves'
   budgeted iterations inline, verified at the end of the step): the same bits as every step
   issued from Python with every solve checked (``backend.graphs: false``), and when the
-  captured solves fall short of their tolerance (budgets cut to 4 iterations) the step is
+  captured solves fall short of their tolerance (budgets cut to 3 iterations) the step is
   repeated with every solve checked — the same bits again — and captured anew after it.
 """
 import numpy as np

@@ -17,7 +17,7 @@ from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, grouped_matvec,
                                 smoother_coefficients, vcycle_reference)
 from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,
-                                   LeanBlocks, group_size)
+                                   LeanBlocks, group_size, replay_budget)
 
 RB = 16
 
@@ -194,6 +194,32 @@ def test_pcg_with_vcycle_takes_scipys_iterations_and_replays_bitwise(la):
     x2, its2 = pcg.solve()                      # the captured graph, replayed
     assert its2 == its1 and np.array_equal(x2, x1)
     assert la.b.counters.graph_replays >= 1
+
+
+def test_replay_budget_keeps_a_tenth_and_at_least_two_spare_iterations():
+    """The learnt count plus max(2, ⌈count/10⌉), capped at the iteration limit; a count of 0
+    (a zero right-hand side) is taken as 1."""
+    assert [replay_budget(i, 500) for i in (0, 1, 7, 19, 20, 21, 32, 100, 101)] == \
+        [3, 3, 9, 21, 22, 24, 36, 110, 112]
+    assert replay_budget(499, 500) == 500 and replay_budget(40, 30) == 30
+
+
+def test_pcg_budget_replays_without_more_when_the_count_holds(la):
+    """A replayed solve of the same right-hand side runs ``first`` alone (its budget covers
+    the learnt count) and reads the verdict once."""
+    a = _laplacian(6)
+    cfg = SimpleNamespace(rtol=1e-8, atol=0.0, max_iterations=100)
+    m = DeviceMatrix.from_scipy(la, a)
+    pcg = DevicePCG(la, m, DeviceJacobi(la, m, 1.0 / a.diagonal()), cfg, np.zeros(K.NCTL))
+    pcg.b_arr[...] = np.random.default_rng(3).standard_normal(a.shape[0])
+    x1, its1 = pcg.solve()
+    x1 = x1.copy()
+    (budget,) = [g[2] for g in pcg._graphs.values()]
+    assert budget == replay_budget(its1, 100) and budget - its1 == max(2, -(-its1 // 10))
+    replays, syncs = la.b.counters.graph_replays, la.b.counters.syncs
+    x2, its2 = pcg.solve()
+    assert its2 == its1 and np.array_equal(x2, x1)
+    assert la.b.counters.graph_replays - replays == 1 and la.b.counters.syncs - syncs == 1
 
 
 def test_pcg_jacobi_and_zero_rhs(la):
