@@ -418,7 +418,8 @@ class BackendConfig(_Section):
                     "reductions. nccl: NCCL send/recv and all-reduce; peer: our own kernels "
                     "store each message into the neighbour GPU's memory (CUDA IPC; all ranks "
                     "on one host, GPUs with peer access); mpi: staged through the host "
-                    "(correct, slow); auto: nccl where CuPy has NCCL and every rank has a GPU "
+                    "(correct, slow); auto: peer for two ranks that allow it (on two H200s 4 % "
+                    "faster than nccl), else nccl where CuPy has NCCL and every rank has a GPU "
                     "of its own, else peer where the ranks allow it, else mpi")
 
 

@@ -8,10 +8,10 @@ every 64-bit word tagged with the message's number; the receiver copies each val
 belongs as soon as its words carry the tag. The stores gather the owned values by index and the copy scatters into the ghost
 slots, so a halo exchange needs no separate pack or unpack kernel. Every operation is a kernel
 on the backend's stream, captured into the CUDA graphs like any other launch. On two H200s
-joined by NVLink one message alone costs about what NCCL's does (8.0 against 6.9 µs an
-exchange in place), and the 4.42 M-tet step is 86.7 / 87.0 ms against 88.1 ms over NCCL
-(docs/performance.md). NCCL stays the default under ``auto`` (it has far more use behind it,
-and the peer transport has run on two GPUs only); where CuPy has no NCCL the peer transport
+joined by NVLink an exchange costs 4.8–6.0 µs against NCCL's 7.3–10.1 and an all-reduce 3.5
+against 5.0 µs, and the 4.42 M-tet step is 84.9 ms against 88.3 ms over NCCL in the same call
+(docs/performance.md), so ``auto`` takes it for two ranks. With more ranks ``auto`` keeps
+NCCL (the peer transport has run on two GPUs only); where CuPy has no NCCL the peer transport
 keeps the messages on the GPUs, ten times faster than staging them through the host.
 
 It has :mod:`dycore.parallel.nccl`'s transport interface (``post`` / ``complete`` /
