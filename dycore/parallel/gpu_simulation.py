@@ -107,8 +107,8 @@ def transport_kind(kind: str, simulator: bool, nccl: bool, shared: bool,
     slower), and ``nccl`` or ``peer`` is refused.
 
     ``auto`` takes, in this order: the peer transport for two ranks (``ranks`` = 2) that
-    allow it — on two H200s joined by NVLink its 4.42 M-tet step is 3 % shorter than NCCL's
-    (85.7 / 86.1 against 88.9 ms, the same bits; docs/performance.md); NCCL where CuPy has
+    allow it — on two H200s joined by NVLink its 4.42 M-tet step is 4 % shorter than NCCL's
+    (84.9 against 88.3 ms in one call, the same bits; docs/performance.md); NCCL where CuPy has
     it (more than two ranks: the peer transport has not been measured there); the peer
     transport where CuPy has no NCCL (every message stays on the GPUs and in the CUDA
     graphs: ten times faster than staging); else the staged MPI transport (always under
