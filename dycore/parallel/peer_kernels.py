@@ -104,12 +104,29 @@ def _build(jit) -> dict:
         sh[1] = slot
 
     @dev
-    def value(xb, idx, bs, i):
-        """Value i of the message: xb[i], or xb[idx[i // bs]·bs + i mod bs] (the pack)."""
+    def position(idx, bs, i):
+        """Where value i of a message sits in the vector: i, or idx[i // bs]·bs + i mod bs
+        (the owned values of a halo plan, or its ghost slots)."""
         if idx.shape[0] > 0:
             j = i // bs
-            return xb[idx[j] * bs + i - j * bs]
-        return xb[i]
+            return idx[j] * bs + i - j * bs
+        return i
+
+    @dev
+    def ready_to_send(xb, idx, bs, n, acks, nslot, spin, err, sh):
+        """After :func:`begin`: this thread's first value loaded, the block's barrier, thread
+        0's :func:`claim` of the slot, a second barrier; returns the first value."""
+        v = first_value(xb, idx, bs, n)
+        cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            claim(acks, nslot, spin, err, sh)
+        cuda.syncthreads()
+        return v
+
+    @dev
+    def value(xb, idx, bs, i):
+        """Value i of the message (gathered by :func:`position`: the pack fused in)."""
+        return xb[position(idx, bs, i)]
 
     @dev
     def first_value(xb, idx, bs, n):
@@ -174,12 +191,7 @@ def _build(jit) -> dict:
         i = cuda.grid(1)
         stride = cuda.gridsize(1)
         while i < n:
-            v = words(box, slot, i, tag, spin, err)
-            if idx.shape[0] > 0:
-                j = i // bs
-                yb[idx[j] * bs + i - j * bs] = v
-            else:
-                yb[i] = v
+            yb[position(idx, bs, i)] = words(box, slot, i, tag, spin, err)
             i += stride
 
     @dev
@@ -198,11 +210,7 @@ def _build(jit) -> dict:
         sh = cuda.shared.array(SHARED, int64)
         t = cuda.threadIdx.x
         begin(sent, acks, box.shape[0], sent, 1, q, sh, True, False)
-        v = first_value(xb, idx, bs, n)
-        cuda.syncthreads()
-        if t == 0:
-            claim(acks, box.shape[0], spin, err, sh)
-        cuda.syncthreads()
+        v = ready_to_send(xb, idx, bs, n, acks, box.shape[0], spin, err, sh)
         store(xb, idx, bs, n, box, sh[1], sh[0] & 0x7FFFFFFF, v)
         cuda.syncthreads()
         if t == 0 and last_block(ticket):
@@ -228,11 +236,7 @@ def _build(jit) -> dict:
         sh = cuda.shared.array(SHARED, int64)
         t = cuda.threadIdx.x
         begin(sent, sacks, sbox.shape[0], received, rbox.shape[0], q, sh, True, True)
-        v = first_value(xb, sidx, bs, ns)
-        cuda.syncthreads()
-        if t == 0:
-            claim(sacks, sbox.shape[0], spin, err, sh)
-        cuda.syncthreads()
+        v = ready_to_send(xb, sidx, bs, ns, sacks, sbox.shape[0], spin, err, sh)
         store(xb, sidx, bs, ns, sbox, sh[1], sh[0] & 0x7FFFFFFF, v)
         load(yb, ridx, bs, nr, rbox, sh[3], sh[2] & 0x7FFFFFFF, spin, err)
         cuda.syncthreads()
@@ -247,11 +251,7 @@ def _build(jit) -> dict:
         t = cuda.threadIdx.x
         n = a.shape[0]
         begin(sent, sacks, sbox.shape[0], received, rbox.shape[0], q, sh, True, True)
-        v = first_value(ab, ab[:0], 1, n)
-        cuda.syncthreads()
-        if t == 0:
-            claim(sacks, sbox.shape[0], spin, err, sh)
-        cuda.syncthreads()
+        v = ready_to_send(ab, ab[:0], 1, n, sacks, sbox.shape[0], spin, err, sh)
         store(ab, ab[:0], 1, n, sbox, sh[1], sh[0] & 0x7FFFFFFF, v)
         load(gb, gb[:0], 1, n, rbox, sh[3], sh[2] & 0x7FFFFFFF, spin, err)
         cuda.threadfence_block()
