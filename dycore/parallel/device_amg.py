@@ -52,13 +52,16 @@ class DeviceGlobalVCycle:
     overlap : the levels below the fine one distributed by rows are numbered interior first
         and every product of A there (smoothing steps, residual) sums its interior rows while
         the halo exchange travels (:mod:`dycore.parallel.overlap`); the same bits
-    group : threads summing one row of every level's A and R (a power of two ≤ 32; P's rows
-        are short: one thread). 1: one thread a row in the global CSR's entry order, the
-        serial V-cycle's bits; another fixed number gives other bits, the same on any number
-        of ranks, and coalesced loads (a row of the fine level has about 63 entries). The
-        coarsest pseudo-inverse is dense: with ``group`` > 1 its rows take
-        :func:`~dycore.solvers.krylov.group_size` of their length (16 for 69 unknowns, 32 for
-        499; one thread summed a 499-entry row in 232 µs a cycle on an H200)
+    group : threads summing one row of the A and R of every level above ``top`` (a power of
+        two ≤ 32; P's rows are short: one thread). 1: one thread a row in the global CSR's
+        entry order, the serial V-cycle's bits; another fixed number gives other bits, the
+        same on any number of ranks, and coalesced loads (a row of the fine level has about
+        63 entries). With ``group`` > 1 the levels held whole — the same matrices on every
+        rank — take :func:`~dycore.solvers.krylov.group_size` of their own mean row length
+        instead (their long rows were summed by too few threads: the restrictions to 1,800
+        and to 69 unknowns took 17 µs each a cycle with eight threads a row on an H200), and
+        so does the dense coarsest pseudo-inverse (16 for 69 unknowns, 32 for 499; one thread
+        summed a 499-entry row in 232 µs a cycle)
 
     Attributes
     ----------
@@ -100,13 +103,21 @@ class DeviceGlobalVCycle:
         self.levels = []
         blocks = [(blk, lev < self.top) for lev, blk in enumerate(piece["levels"])]
         blocks += [(blk, False) for blk in whole["levels"]]
+        def whole_group(block):
+            # a level held whole: the same matrix on every rank, so a group from its own mean
+            # row length gives the same bits on any rank count (1 stays 1: the serial order)
+            rows = max(np.asarray(block[1]).size - 1, 1)
+            return 1 if group == 1 else group_size(np.asarray(block[2]).size / rows,
+                                                   la.max_group)
+
         for lev, ((ba, br, bp, dinv, coef), split) in enumerate(blocks):
             # (a level above ``top`` exchanges halos; its P reads the level below whole where
             # that level is held whole)
             mine = orders[lev] if split else None
             below = orders[lev + 1] if lev + 1 < self.top else None
-            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap, group),
-                                                 matrix(br, split, below, mine, g=group))
+            ga, gr = (group, group) if split else (whole_group(ba), whole_group(br))
+            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap, ga),
+                                                 matrix(br, split, below, mine, g=gr))
             P, hp, np_, _ = matrix(bp, split and lev + 1 < self.top, mine, below)
             n = A.nrow
             # rows summed before the exchange has landed: none without overlap, all on a
