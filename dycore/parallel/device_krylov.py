@@ -101,10 +101,11 @@ MAX_PAIRS = 6
 #: 132-SM H100 / H200. 64 blocks left the GPU two-thirds idle — 29 µs for a 762,129-entry dot
 #: on an H200 (CUPTI, docs/performance.md)
 SUM_BLOCKS = 264
-#: threads summing one row of the pressure matrix and of the global V-cycle's A and R on GPU
-#: ranks outside strict mode (the step's ``group``): coalesced loads of the fine level's rows
-#: of about 63 entries, the same bits on any rank count; strict runs keep one thread a row
-#: (the serial V-cycle's and the CPU ranks' bits)
+#: threads summing one row of the pressure matrix and of the global V-cycle's distributed
+#: levels' A and R on GPU ranks outside strict mode (the step's ``group``; the levels held
+#: whole take their own, :class:`~dycore.parallel.device_amg.DeviceGlobalVCycle`): coalesced
+#: loads of the fine level's rows of about 63 entries, the same bits on any rank count;
+#: strict runs keep one thread a row (the serial V-cycle's and the CPU ranks' bits)
 ROW_GROUP = 8
 
 _CACHE: dict = {}
