@@ -71,7 +71,7 @@ class DeviceGlobalVCycle:
 
     def __init__(self, la, transport, piece: dict, order0=None, overlap: bool = False,
                  group: int = 1):
-        from dycore.solvers.krylov import DeviceMatrix, group_size
+        from dycore.solvers.krylov import DeviceMatrix
         self.la, self.t, b = la, transport, la.b
         self.sizes = list(piece["sizes"])
         self.pack = get_rank_kernels(getattr(b, "strict", False))["pack_rows"]
@@ -103,21 +103,16 @@ class DeviceGlobalVCycle:
         self.levels = []
         blocks = [(blk, lev < self.top) for lev, blk in enumerate(piece["levels"])]
         blocks += [(blk, False) for blk in whole["levels"]]
-        def whole_group(block):
-            # a level held whole: the same matrix on every rank, so a group from its own mean
-            # row length gives the same bits on any rank count (1 stays 1: the serial order)
-            rows = max(np.asarray(block[1]).size - 1, 1)
-            return 1 if group == 1 else group_size(np.asarray(block[2]).size / rows,
-                                                   la.max_group)
-
         for lev, ((ba, br, bp, dinv, coef), split) in enumerate(blocks):
             # (a level above ``top`` exchanges halos; its P reads the level below whole where
             # that level is held whole)
             mine = orders[lev] if split else None
             below = orders[lev + 1] if lev + 1 < self.top else None
-            ga, gr = (group, group) if split else (whole_group(ba), whole_group(br))
-            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap, ga),
-                                                 matrix(br, split, below, mine, g=gr))
+            # (a level held whole is the same matrix on every rank: with g None, DeviceMatrix
+            # takes group_size of its own mean row length, the same bits on any rank count)
+            g = group if split or group == 1 else None
+            (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap, g),
+                                                 matrix(br, split, below, mine, g=g))
             P, hp, np_, _ = matrix(bp, split and lev + 1 < self.top, mine, below)
             n = A.nrow
             # rows summed before the exchange has landed: none without overlap, all on a
@@ -144,11 +139,9 @@ class DeviceGlobalVCycle:
             pos[o] = q * m + np.arange(o.size)
         inv = whole["coarse_inv"].tocsr()
         inv.sort_indices()
-        # (the same matrix on every rank, so the same group and bits on any rank count)
-        coarse_g = 1 if group == 1 else group_size(inv.nnz / max(inv.shape[0], 1),
-                                                   la.max_group)
+        # (the same matrix on every rank: its own group, as the levels held whole)
         self.coarse = DeviceMatrix(la, inv.indptr.astype(np.int32), inv.indices.astype(np.int32),
-                                   inv.data.astype(np.float64), 1, coarse_g)
+                                   inv.data.astype(np.float64), 1, 1 if group == 1 else None)
         self.n_top_owned = int(owned[transport.rank].size)
         # (the restriction above ``top`` writes this rank's right-hand side of ``top`` straight
         # into the all-gather's send buffer)

@@ -377,14 +377,14 @@ def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(b
     """``group`` 2 (GPU ranks outside strict mode use ROW_GROUP = 8; two keep the simulator
     fast): two threads sum each row of the pressure matrix and of the A and R of every level
     above the first held whole, P's rows one; the levels held whole take groups of their own
-    mean row length (the same matrices on every rank); 1, 2 and 4 ranks take the same iterations and give the same bits (the sums'
-    order does not depend on the partition) — also with ``overlap``, where each product's
+    mean row length (the same matrices on every rank); 1, 2 and 4 ranks take the same
+    iterations and give the same bits (the sums' order does not depend on the partition) — also with ``overlap``, where each product's
     rows run in two launches around the exchange — within rounding of the one-thread-a-row
     solve and converged to the tolerance."""
     from dycore.parallel.amg import rank_pieces
-
     from dycore.solvers.krylov import group_size
-    xs, its_all, groups = [], [], []
+
+    xs, its_all = [], []
     for k, overlap in ((1, False), (2, False), (4, False), (2, True)):
         rps = _ranks(problem, k)
         owner = np.empty(problem.n, np.int64)
@@ -406,8 +406,8 @@ def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(b
             want = [2 if i < v.top else group_size(m.indices.shape[0] / m.nrow, 8)
                     for m in (lev["A"], lev["R"])]
             assert [lev["A"].g, lev["R"].g, lev["P"].g] == want + [1]
-        groups.append([(lev["A"].g, lev["R"].g) for lev in v.levels[v.top:]])
-        assert v.top == 2 and groups[-1] == [(1, 1)]          # (three rows of ≤ 3 entries)
+        assert v.top == 2 and [(lev["A"].g, lev["R"].g) for lev in v.levels[2:]] == [(1, 1)]
+        #                                                      (three rows of ≤ 3 entries)
         out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
         x = np.full(problem.n, np.nan)
         for rp, (xo, _) in zip(rps, out):
