@@ -57,11 +57,12 @@ class DeviceGlobalVCycle:
         entry order, the serial V-cycle's bits; another fixed number gives other bits, the
         same on any number of ranks, and coalesced loads (a row of the fine level has about
         63 entries). With ``group`` > 1 the levels held whole — the same matrices on every
-        rank — take :func:`~dycore.solvers.krylov.group_size` of their own mean row length
-        instead (their long rows were summed by too few threads: the restrictions to 1,800
-        and to 69 unknowns took 17 µs each a cycle with eight threads a row on an H200), and
-        so does the dense coarsest pseudo-inverse (16 for 69 unknowns, 32 for 499; one thread
-        summed a 499-entry row in 232 µs a cycle)
+        rank — take :func:`~dycore.solvers.krylov.row_group` of their own rows instead, for
+        A, R and P (their long rows were summed by too few threads: the restrictions to
+        1,800 and to 69 unknowns took 17 µs each a cycle with eight threads a row on an
+        H200; a level of at most 4,096 rows sizes the group by its longest row), and so does
+        the dense coarsest pseudo-inverse (32 for 69 unknowns and for 499; one thread summed
+        a 499-entry row in 232 µs a cycle)
 
     Attributes
     ----------
@@ -109,11 +110,13 @@ class DeviceGlobalVCycle:
             mine = orders[lev] if split else None
             below = orders[lev + 1] if lev + 1 < self.top else None
             # (a level held whole is the same matrix on every rank: with g None, DeviceMatrix
-            # takes group_size of its own mean row length, the same bits on any rank count)
+            # takes row_group of its own rows, the same bits on any rank count; a distributed
+            # level's P, of 3–4 entries a row, one thread)
             g = group if split or group == 1 else None
             (A, ha, na, host), (R, hr, nr, _) = (matrix(ba, split, mine, mine, overlap, g),
                                                  matrix(br, split, below, mine, g=g))
-            P, hp, np_, _ = matrix(bp, split and lev + 1 < self.top, mine, below)
+            P, hp, np_, _ = matrix(bp, split and lev + 1 < self.top, mine, below,
+                                   g=1 if split else g)
             n = A.nrow
             # rows summed before the exchange has landed: none without overlap, all on a
             # level held whole (no exchange)

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dycore.backend.timers import add_seconds
-from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, group_size
+from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, row_group
 
 __all__ = ["smoother_coefficients", "HostHierarchy", "cached_hierarchy", "hierarchy_entry",
            "matrix_digest", "RANK_LOCAL_AMG",
@@ -269,11 +269,12 @@ def grouped_matvec(a, x, g: int) -> np.ndarray:
 
 def vcycle_reference(h: HostHierarchy, b: np.ndarray, max_group: int = MAX_GROUP) -> np.ndarray:
     """The V-cycle of :class:`DeviceVCycle` in NumPy: z ≈ A⁻¹ b, (n,) float64, with every row
-    sum in the device kernels' order (threads per row from :func:`group_size`, at most
+    sum in the device kernels' order (threads per row from :func:`row_group`, at most
     ``max_group``), so the two agree bitwise where the device does not contract a·b + c."""
 
     def mv(a, x):
-        return grouped_matvec(a, x, group_size(a.nnz / max(a.shape[0], 1), max_group))
+        a = a.tocsr()
+        return grouped_matvec(a, x, row_group(a.indptr, max_group))
 
     def smooth(a, dinv, coef, b, x):
         d = None

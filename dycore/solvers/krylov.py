@@ -25,10 +25,13 @@ from dycore.backend import solver_kernels as K
 from dycore.errors import SolverDivergedError
 
 __all__ = ["DeviceLinalg", "DeviceMatrix", "LeanBlocks", "DevicePCG", "DeviceBiCGStab",
-           "group_size", "replay_budget", "MAX_GROUP"]
+           "group_size", "row_group", "replay_budget", "MAX_GROUP", "SMALL_ROWS"]
 
 #: most threads per matrix row in the row kernels (one warp)
 MAX_GROUP = 32
+#: a CSR matrix of at most this many rows takes its row group from its longest row
+#: (:func:`row_group`): 4,096 rows of 32 threads fill half of an H200's resident threads
+SMALL_ROWS = 4096
 
 
 class DeviceLinalg:
@@ -146,6 +149,30 @@ def group_size(nnz_per_row: float, max_group: int = MAX_GROUP) -> int:
     return g
 
 
+def row_group(indptr, max_group: int = MAX_GROUP) -> int:
+    """Threads that sum one row of a scalar CSR matrix (the row kernels' ``g``).
+
+    A matrix of more than :data:`SMALL_ROWS` rows fills the GPU with its rows: about four
+    nonzeros a thread of its mean row, :func:`group_size`. A smaller one (an AMG hierarchy's
+    coarse levels, their restrictions, the coarsest pseudo-inverse) leaves the GPU mostly
+    idle, so its longest row sets the kernel's time: about two nonzeros a thread of that row
+    (the power of two nearest below max / 2, in [1, max_group]). Measured on an H200 (CSR
+    products in a CUDA graph, ``scripts/device/level_groups.py``): the restriction from
+    1,800 to 69 unknowns (rows of 108 entries, the longest 327) 6.1 µs with 16 threads (the
+    mean's group) against 4.5 with 32; the restriction to 238 unknowns of the paper mesh's
+    hierarchy (55, the longest 176) 6.6 µs with 8 against 3.9 with 32.
+
+    indptr : (nrow + 1,) integer array (host); max_group : a power of two ≤ 32
+    Returns a power of two in [1, max_group]; 1 for a matrix without rows.
+    """
+    lengths = np.diff(np.asarray(indptr, np.int64))
+    if lengths.size == 0:
+        return 1
+    if lengths.size <= SMALL_ROWS:
+        return group_size(2.0 * float(lengths.max()), max_group)
+    return group_size(float(lengths.mean()), max_group)
+
+
 def replay_budget(its: int, maxiter: int) -> int:
     """Iterations the graph of a replayed solve holds: the learnt count ``its`` plus a margin
     of max(2, ⌈its / 10⌉) for the count's drift from step to step, at most ``maxiter``.
@@ -174,8 +201,9 @@ class DeviceMatrix:
     indptr : (nrow+1,) int32; indices : (nnzb,) int32 — backend or host arrays
     data : (nnzb·bs·bs,) float64 backend array (e.g. an assembler's values buffer, used in place)
     bs : 1 (CSR) or 3 (BCSR 3×3)
-    g : threads per block row in the row kernels (None: :func:`group_size` of the mean nonzero
-        blocks per row; 1: SciPy's summation order)
+    g : threads per block row in the row kernels (None: :func:`row_group` of a CSR matrix's
+        rows, :func:`group_size` of the mean nonzero blocks per row of a BCSR one; 1: SciPy's
+        summation order)
     dtype : storage of ``data``: float64, or float32 (half the bytes per nonzero; the kernels
         promote each value to float64 before multiplying, so the arithmetic stays float64)
     """
@@ -188,6 +216,9 @@ class DeviceMatrix:
         self.nrow = int(self.indptr.shape[0]) - 1
         self.bs = bs
         self.n = self.nrow * bs
+        if g is None and bs == 1:           # (the row lengths read on the host, once)
+            g = row_group(indptr if isinstance(indptr, np.ndarray) else la.b.to_host(indptr),
+                          la.max_group)
         self.g = g if g is not None else group_size(
             int(self.indices.shape[0]) / max(self.nrow, 1), la.max_group)
         #: :class:`LeanBlocks` of a BCSR 3×3 momentum matrix (None: every block read in full)

@@ -341,11 +341,10 @@ def test_replayed_local_vcycle_with_sums_matches_its_first_solve(backend, proble
 def test_the_dense_coarsest_solve_takes_a_row_group_and_the_same_bits_on_any_rank_count(
         backend, problem):
     """A one-level hierarchy (the whole pseudo-inverse, 36 × 36 dense, on every rank) with
-    ``group`` 2: its rows are summed by group_size(36) = 8 threads, not one (one thread summed
+    ``group`` 2: its rows are summed by row_group = 8 threads (at most 8), not one (one thread summed
     a 499-entry row in 232 µs a cycle on an H200); 1 and 2 ranks give the same bits, within
     rounding of the one-thread solve."""
     from dycore.parallel.amg import rank_pieces
-    from dycore.solvers.krylov import group_size
 
     xs = []
     for k, group in ((1, 2), (2, 2), (1, 1)):
@@ -361,8 +360,7 @@ def test_the_dense_coarsest_solve_takes_a_row_group_and_the_same_bits_on_any_ran
                                  **dict(FAST, check_every=2)) for rp in rps]
         v = solvers[0].vcycle
         assert v.top == 0 and v.coarse.nrow == problem.n
-        assert v.coarse.g == (group_size(problem.n) if group > 1 else 1) and (
-            group == 1 or v.coarse.g == 8)
+        assert v.coarse.g == (8 if group > 1 else 1)
         out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
         x = np.full(problem.n, np.nan)
         for rp, (xo, _) in zip(rps, out):
@@ -382,7 +380,7 @@ def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(b
     rows run in two launches around the exchange — within rounding of the one-thread-a-row
     solve and converged to the tolerance."""
     from dycore.parallel.amg import rank_pieces
-    from dycore.solvers.krylov import group_size
+    from dycore.solvers.krylov import row_group
 
     xs, its_all = [], []
     for k, overlap in ((1, False), (2, False), (4, False), (2, True)):
@@ -403,9 +401,10 @@ def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(b
         v = solvers[0].vcycle
         assert solvers[0].a.g == 2
         for i, lev in enumerate(v.levels):       # the levels held whole: their own groups
-            want = [2 if i < v.top else group_size(m.indices.shape[0] / m.nrow, 8)
-                    for m in (lev["A"], lev["R"])]
-            assert [lev["A"].g, lev["R"].g, lev["P"].g] == want + [1]
+            want = ([2, 2, 1] if i < v.top else
+                    [row_group(np.asarray(backend.to_host(m.indptr)), 8)
+                     for m in (lev["A"], lev["R"], lev["P"])])
+            assert [lev["A"].g, lev["R"].g, lev["P"].g] == want
         assert v.top == 2 and [(lev["A"].g, lev["R"].g) for lev in v.levels[2:]] == [(1, 1)]
         #                                                      (three rows of ≤ 3 entries)
         out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])

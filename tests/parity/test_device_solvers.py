@@ -17,7 +17,8 @@ from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, grouped_matvec,
                                 smoother_coefficients, vcycle_reference)
 from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,
-                                   LeanBlocks, group_size, replay_budget)
+                                   LeanBlocks, SMALL_ROWS, group_size, replay_budget,
+                                   row_group)
 
 RB = 16
 
@@ -102,6 +103,22 @@ def test_group_size_follows_nonzeros_per_row():
     assert group_size(1e6, max_group=4) == 4
 
 
+def test_row_group_sizes_a_small_matrix_by_its_longest_row():
+    """More than SMALL_ROWS rows: the mean row's group (one long row changes nothing); at
+    most SMALL_ROWS rows: about two entries a thread of the longest row."""
+    def ptr(lengths):
+        return np.concatenate([[0], np.cumsum(lengths)])
+
+    big = np.full(SMALL_ROWS + 1, 61)
+    big[7] = 300
+    assert row_group(ptr(big)) == group_size(big.mean()) == 8
+    small = np.full(1800, 94)
+    assert row_group(ptr(small)) == 32                  # 94 / 2 = 47 → 32
+    assert row_group(ptr(np.full(1800, 11))) == 4       # 11 / 2 = 5.5 → 4
+    assert row_group(ptr([1, 0, 1])) == 1 and row_group(ptr([])) == 1
+    assert row_group(ptr(small), max_group=8) == 8
+
+
 def test_finished_solve_makes_every_kernel_a_no_op(la):
     a = _laplacian(5)
     m = DeviceMatrix.from_scipy(la, a)
@@ -162,11 +179,11 @@ def test_chebyshev_coefficients_damp_the_smoothing_interval():
                                                   ("chebyshev", "classical")])
 def test_vcycle_is_bitwise_its_numpy_twin(la, smoother, coarsening):
     lap = _laplacian(8)
-    a = (lap @ lap).tocsr()                    # 13 nonzeros per row: rows summed by 2 threads
+    a = (lap @ lap).tocsr()      # at most 13 nonzeros in each of 512 rows (≤ SMALL_ROWS):
     h = HostHierarchy(a, smoother, 2, max_coarse=10, coarsening=coarsening)
     assert len(h.sizes) >= 3
     m = DeviceVCycle(la, h)
-    assert m.levels[0]["A"].g == 2
+    assert m.levels[0]["A"].g == 4               # rows summed by 4 threads (13 / 2 → 4)
     b = np.random.default_rng(4).standard_normal(a.shape[0])
     partial = np.zeros((m.nparts, 2))
     z = m.issue(b, partial, _ctl())
