@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import dycore
+from dycore.bench.timing import time_graph_us
 from dycore.solvers.amg import HostHierarchy
 from dycore.solvers.krylov import DeviceMatrix, row_group
 from dycore.timestepping.simulation import Simulation
@@ -42,15 +43,7 @@ print(f"{a.config}: built in {time.perf_counter() - t0:.1f} s; level sizes {h.si
 
 
 def graph_time(issue) -> float:
-    g = b.capture(lambda: [issue() for _ in range(a.repeat)])
-    g.replay()
-    out = []
-    for _ in range(7):
-        e0 = b.marker().record()
-        g.replay()
-        e1 = b.marker().record()
-        out.append(e0.elapsed_ms(e1) * 1e3 / a.repeat)
-    return float(np.median(out))
+    return time_graph_us(b, issue, a.repeat)
 
 
 mats = [(f"L{i} {name}", m) for i, (A, P, R, _, _) in enumerate(h.levels) if i >= a.min_level

@@ -15,6 +15,7 @@ import cupy
 import numpy as np
 
 import dycore
+from dycore.bench.timing import time_graph_us
 from dycore.bench.steps import time_steps
 from dycore.solvers.krylov import DeviceMatrix
 from dycore.timestepping.simulation import Simulation
@@ -31,15 +32,7 @@ b, la, sysm = sim.backend, sim.systems.la, sim.systems
 
 
 def graph_time(issue) -> float:
-    g = b.capture(lambda: [issue() for _ in range(a.repeat)])
-    g.replay()
-    out = []
-    for _ in range(5):
-        e0 = b.marker().record()
-        g.replay()
-        e1 = b.marker().record()
-        out.append(e0.elapsed_ms(e1) * 1e3 / a.repeat)
-    return float(np.median(out))
+    return time_graph_us(b, issue, a.repeat)
 
 
 src = cupy.empty(1 << 27)
