@@ -29,7 +29,7 @@ __all__ = ["DeviceLinalg", "DeviceMatrix", "LeanBlocks", "DevicePCG", "DeviceBiC
 
 #: most threads per matrix row in the row kernels (one warp)
 MAX_GROUP = 32
-#: a CSR matrix of at most this many rows takes its row group from its longest row
+#: a CSR matrix of at most this many rows takes its row group from its longest row alone
 #: (:func:`row_group`): 4,096 rows of 32 threads fill half of an H200's resident threads
 SMALL_ROWS = 4096
 
@@ -152,15 +152,20 @@ def group_size(nnz_per_row: float, max_group: int = MAX_GROUP) -> int:
 def row_group(indptr, max_group: int = MAX_GROUP) -> int:
     """Threads that sum one row of a scalar CSR matrix (the row kernels' ``g``).
 
-    A matrix of more than :data:`SMALL_ROWS` rows fills the GPU with its rows: about four
-    nonzeros a thread of its mean row, :func:`group_size`. A smaller one (an AMG hierarchy's
-    coarse levels, their restrictions, the coarsest pseudo-inverse) leaves the GPU mostly
-    idle, so its longest row sets the kernel's time: about two nonzeros a thread of that row
-    (the power of two nearest below max / 2, in [1, max_group]). Measured on an H200 (CSR
-    products in a CUDA graph, ``scripts/device/level_groups.py``): the restriction from
-    1,800 to 69 unknowns (rows of 108 entries, the longest 327) 6.1 µs with 16 threads (the
-    mean's group) against 4.5 with 32; the restriction to 238 unknowns of the paper mesh's
-    hierarchy (55, the longest 176) 6.6 µs with 8 against 3.9 with 32.
+    A matrix of more than :data:`SMALL_ROWS` rows fills the GPU with its rows: about eight
+    nonzeros a thread of its mean row, or sixteen of its longest row where that asks for more
+    threads (a restriction's rows are uneven) — the power of two nearest below max(mean / 8,
+    longest / 16). A smaller one (an AMG hierarchy's coarse levels, their restrictions, the
+    coarsest pseudo-inverse) leaves the GPU mostly idle, so its longest row sets the kernel's
+    time: about two nonzeros a thread of that row (below longest / 2). Always in
+    [1, max_group]. Measured on an H200 (CSR products in a CUDA graph,
+    ``scripts/device/level_groups.py``; docs/performance.md): the paper mesh's pressure
+    matrix (61 entries a row) 33.0 µs with 4 threads against 35.9 with 8 and 44.7 with 16;
+    the 4.42 M-tet hierarchy's restriction to 27,159 unknowns (24 a row, the longest 158)
+    8.5 µs with 8 against 10.8 with 4; the restriction from 1,800 to 69 unknowns (108 a row,
+    the longest 327) 4.4 µs with 32 against 6.1 with 16. The paper-mesh step with device
+    solvers took 18.7 ms with this rule against 20.5 ms with four nonzeros a thread of the
+    mean row for every matrix (:func:`group_size`).
 
     indptr : (nrow + 1,) integer array (host); max_group : a power of two ≤ 32
     Returns a power of two in [1, max_group]; 1 for a matrix without rows.
@@ -170,7 +175,7 @@ def row_group(indptr, max_group: int = MAX_GROUP) -> int:
         return 1
     if lengths.size <= SMALL_ROWS:
         return group_size(2.0 * float(lengths.max()), max_group)
-    return group_size(float(lengths.mean()), max_group)
+    return group_size(max(float(lengths.mean()) / 2.0, float(lengths.max()) / 4.0), max_group)
 
 
 def replay_budget(its: int, maxiter: int) -> int:

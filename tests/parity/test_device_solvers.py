@@ -104,19 +104,24 @@ def test_group_size_follows_nonzeros_per_row():
 
 
 def test_row_group_sizes_a_small_matrix_by_its_longest_row():
-    """More than SMALL_ROWS rows: the mean row's group (one long row changes nothing); at
-    most SMALL_ROWS rows: about two entries a thread of the longest row."""
+    """More than SMALL_ROWS rows: about eight entries a thread of the mean row, or sixteen of
+    the longest where that asks for more; at most SMALL_ROWS rows: about two entries a thread
+    of the longest row. (The cases are the measured matrices of docs/performance.md.)"""
     def ptr(lengths):
         return np.concatenate([[0], np.cumsum(lengths)])
 
-    big = np.full(SMALL_ROWS + 1, 61)
-    big[7] = 300
-    assert row_group(ptr(big)) == group_size(big.mean()) == 8
-    small = np.full(1800, 94)
-    assert row_group(ptr(small)) == 32                  # 94 / 2 = 47 → 32
-    assert row_group(ptr(np.full(1800, 11))) == 4       # 11 / 2 = 5.5 → 4
+    pressure = np.full(98441, 61)                        # the paper mesh's pressure matrix
+    pressure[::10] = 65
+    assert row_group(ptr(pressure)) == 4                 # 61 / 8 → 4 (65 / 16 → 4)
+    restriction = np.full(27159, 22)                     # 24 a row, the longest 158
+    restriction[::100] = 158
+    assert row_group(ptr(restriction)) == 8              # 158 / 16 → 8 (24 / 8 → 2)
+    assert row_group(ptr(np.full(SMALL_ROWS + 1, 3))) == 1
+    assert row_group(ptr(np.full(1800, 94))) == 32       # small: 94 / 2 → 32
+    assert row_group(ptr(np.full(1800, 11))) == 4        # 11 / 2 = 5.5 → 4
     assert row_group(ptr([1, 0, 1])) == 1 and row_group(ptr([])) == 1
-    assert row_group(ptr(small), max_group=8) == 8
+    assert row_group(ptr(np.full(1800, 94)), max_group=8) == 8
+    assert row_group(ptr(pressure), max_group=2) == 2
 
 
 def test_finished_solve_makes_every_kernel_a_no_op(la):
