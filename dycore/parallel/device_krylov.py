@@ -104,9 +104,12 @@ SUM_BLOCKS = 264
 #: threads summing one row of the pressure matrix and of the global V-cycle's distributed
 #: levels' A and R on GPU ranks outside strict mode (the step's ``group``; the levels held
 #: whole take their own, :class:`~dycore.parallel.device_amg.DeviceGlobalVCycle`): coalesced
-#: loads of the fine level's rows of about 63 entries, the same bits on any rank count;
-#: strict runs keep one thread a row (the serial V-cycle's and the CPU ranks' bits)
-ROW_GROUP = 8
+#: loads of the fine level's rows of about 61 entries, the same bits on any rank count;
+#: strict runs keep one thread a row (the serial V-cycle's and the CPU ranks' bits). Four
+#: (about sixteen entries a thread, as :func:`~dycore.solvers.krylov.row_group` gives the
+#: serial solver's pressure matrix): the 4.42 M-tet step on one GPU rank 130.8 against
+#: 139.9 ms with eight on an H200 (docs/performance.md)
+ROW_GROUP = 4
 
 _CACHE: dict = {}
 

@@ -372,7 +372,7 @@ def test_the_dense_coarsest_solve_takes_a_row_group_and_the_same_bits_on_any_ran
 
 def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(backend,
                                                                                problem):
-    """``group`` 2 (GPU ranks outside strict mode use ROW_GROUP = 8; two keep the simulator
+    """``group`` 2 (GPU ranks outside strict mode use ROW_GROUP = 4; two keep the simulator
     fast): two threads sum each row of the pressure matrix and of the A and R of every level
     above the first held whole, P's rows one; the levels held whole take groups of their own
     mean row length (the same matrices on every rank); 1, 2 and 4 ranks take the same
