@@ -270,3 +270,20 @@ def test_time_gpu_records_its_events_on_the_stream_the_work_runs_on(monkeypatch)
     recorded.clear()
     time_gpu(lambda: calls.append(1), repeat=2, warmup=0)
     assert recorded == [0] * 4                    # default: the legacy default stream
+
+
+@pytest.mark.gpu_sim
+@pytest.mark.skipif(not SIM, reason="replays a graph under the CUDA simulator")
+def test_time_graph_us_replays_one_graph_of_repeat_calls():
+    """``repeat`` calls in one graph, one warm-up replay and ``replays`` timed ones (the
+    simulator re-issues a graph's calls at each replay); µs per call from the markers."""
+    from dycore.backend.gpu import gpu_backend
+    from dycore.bench.timing import time_graph_us
+
+    b = gpu_backend(solver_mode="device")
+    calls = []
+    before = b.counters.graph_replays
+    us = time_graph_us(b, lambda: calls.append(1), repeat=3, replays=4)
+    assert len(calls) == 3 * (1 + 4)
+    assert b.counters.graph_replays - before == 1 + 4
+    assert isinstance(us, float) and us >= 0.0
