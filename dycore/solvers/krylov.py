@@ -164,8 +164,9 @@ def row_group(indptr, max_group: int = MAX_GROUP) -> int:
     the 4.42 M-tet hierarchy's restriction to 27,159 unknowns (24 a row, the longest 158)
     8.5 µs with 8 against 10.8 with 4; the restriction from 1,800 to 69 unknowns (108 a row,
     the longest 327) 4.4 µs with 32 against 6.1 with 16. The paper-mesh step with device
-    solvers took 18.7 ms with this rule against 20.5 ms with four nonzeros a thread of the
-    mean row for every matrix (:func:`group_size`).
+    solvers: 20.96 ms with four nonzeros a thread of the mean row for every matrix
+    (:func:`group_size`), 20.54 with the small matrices sized by their longest row, 18.67
+    with this rule (medians of three runs each).
 
     indptr : (nrow + 1,) integer array (host); max_group : a power of two ≤ 32
     Returns a power of two in [1, max_group]; 1 for a matrix without rows.
