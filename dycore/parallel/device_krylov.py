@@ -51,7 +51,7 @@ ranks' bits, so the solution equals :func:`~dycore.parallel.krylov.cg`'s with th
 :class:`~dycore.parallel.reduce.Reducer` bit for bit, on any rank count (the tests check it under
 the simulator for 1, 2 and 4 ranks). Without strict mode the row sums and updates may contract
 a·b + c into FMAs: the bits then differ from the CPU's but not across rank counts, provided
-``group`` is a fixed number (``None`` lets each rank choose from its own rows' mean length):
+``group`` is a fixed number (``None`` lets each rank choose from its own rows' lengths):
 every owned entry is then computed by the same expression whatever the partition.
 
 Communication points are written as a generator (:meth:`DeviceRankPCG.steps` yields after every
@@ -349,7 +349,7 @@ class DeviceRankPCG(ReplayedSolve):
     rtol, atol, maxiter : stop when ‖r‖₂ ≤ max(rtol·‖b‖₂, atol); at most ``maxiter`` iterations
     group : threads summing one matrix row (1: SciPy's order, the CPU ranks' bits, for the
         pressure rows and the local V-cycle's matrices alike; another power of two ≤ 32: that
-        many on every rank; None: :func:`dycore.solvers.krylov.group_size` of this rank's
+        many on every rank; None: :func:`dycore.solvers.krylov.row_group` of this rank's
         rows, which may differ between ranks)
     check_every : iterations issued between two host reads of the verdict
     amg_dtype : storage of the local V-cycle's level matrices (float64 or float32)

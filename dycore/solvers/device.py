@@ -64,8 +64,8 @@ class DeviceSystems:
     #: threads per block row of the tracer (CSR) and momentum (BCSR 3×3) products: the fastest
     #: of g = 1, 2, 4, 8 for y = A x with w·y in a CUDA graph (H100, paper mesh, 14.5 nonzeros
     #: per row: tracer 8.3 / 10.4 / 14.5 / 18.5 µs; lean momentum 47.6 / 36.5 / 33.3 / 39.1 µs;
-    #: ``scripts/device/spmv_groups.py``, docs/performance.md) — not the four nonzeros per
-    #: thread of :func:`~dycore.solvers.krylov.row_group` that the AMG levels use
+    #: ``scripts/device/spmv_groups.py``, docs/performance.md) — not the rule of
+    #: :func:`~dycore.solvers.krylov.row_group` that the pressure matrix and the AMG levels use
     tracer_group, momentum_group = 1, 4
 
     def __init__(self, backend, sparsity, ops, cfg, timers, smoother="chebyshev", sweeps=2,
