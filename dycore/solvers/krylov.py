@@ -42,7 +42,7 @@ class DeviceLinalg:
     backend : GPUBackend or SimulatorBackend (:class:`dycore.backend.protocol.DeviceBackend`)
     rb : threads per block of every solver kernel (a power of two)
     max_group : most threads per matrix row in the row kernels (a power of two ≤ min(32, rb);
-        None: :attr:`DEFAULT_MAX_GROUP`, else min(32, rb))
+        None: :attr:`DEFAULT_MAX_GROUP`, else min(32, rb, the backend's ``max_row_group``))
     fuse : finish each dot in the kernel that produced its partials (False: a separate
         one-block ``finish`` launch after it; the same bits). None: :attr:`FUSE`.
 
@@ -61,8 +61,9 @@ class DeviceLinalg:
     def __init__(self, backend, rb: int = 256, max_group: int | None = None,
                  fuse: bool | None = None):
         from dycore.backend.gpu_kernels import get_solver_kernels
-        if max_group is None:
-            max_group = self.DEFAULT_MAX_GROUP or min(MAX_GROUP, rb)
+        if max_group is None:                 # (the simulator's backend asks for fewer)
+            max_group = self.DEFAULT_MAX_GROUP or min(
+                MAX_GROUP, rb, getattr(backend, "max_row_group", MAX_GROUP))
         self.fuse = self.FUSE if fuse is None else bool(fuse)
         self.lean = self.LEAN
         if max_group < 1 or max_group & (max_group - 1) or max_group > min(32, rb):
