@@ -278,7 +278,7 @@ class SimulatorBackend(GPUBackend):
     solver_block = 32     # the simulator runs every thread of a block as a Python thread
     #: most threads per matrix row by default (DeviceLinalg's max_group): each is a Python
     #: thread here, and 32 a row made the simulator's V-cycle tests 3.5× slower (48 → 168 s)
-    max_row_group = 2
+    max_row_group = 4
 
     def _start(self) -> None:
         self.xp = np
