@@ -341,9 +341,9 @@ def test_replayed_local_vcycle_with_sums_matches_its_first_solve(backend, proble
 def test_the_dense_coarsest_solve_takes_a_row_group_and_the_same_bits_on_any_rank_count(
         backend, problem):
     """A one-level hierarchy (the whole pseudo-inverse, 36 × 36 dense, on every rank) with
-    ``group`` 2: its rows are summed by row_group's threads (at most max_group), not one (one thread summed
-    a 499-entry row in 232 µs a cycle on an H200); 1 and 2 ranks give the same bits, within
-    rounding of the one-thread solve."""
+    ``group`` 2: its rows are summed by row_group's threads (at most max_group), not one (one
+    thread summed a 499-entry row in 232 µs a cycle on an H200); 1 and 2 ranks give the same
+    bits, within rounding of the one-thread solve."""
     from dycore.parallel.amg import rank_pieces
 
     xs = []
@@ -375,8 +375,8 @@ def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(b
                                                                                problem):
     """``group`` 2 (GPU ranks outside strict mode use ROW_GROUP = 4; two keep the simulator
     fast): two threads sum each row of the pressure matrix and of the A and R of every level
-    above the first held whole, P's rows one; the levels held whole take groups of their own
-    mean row length (the same matrices on every rank); 1, 2 and 4 ranks take the same
+    above the first held whole, P's rows one; the levels held whole take row_group of their
+    own rows, P's too (the same matrices on every rank); 1, 2 and 4 ranks take the same
     iterations and give the same bits (the sums' order does not depend on the partition) — also with ``overlap``, where each product's
     rows run in two launches around the exchange — within rounding of the one-thread-a-row
     solve and converged to the tolerance."""
