@@ -177,8 +177,10 @@ class DeviceSystems:
         """The DeviceMatrix over an assembler's values buffer (cached: the buffer is fixed)."""
         key = self._key(values)
         if key not in self._matrices:
+            group = self.momentum_group if bs == 3 else self.tracer_group
+            # (a workspace of fewer threads a row — a one-thread-a-row A/B — caps them too)
             m = DeviceMatrix(self.la, self._indptr, self._indices, values, bs,
-                             self.momentum_group if bs == 3 else self.tracer_group)
+                             min(group, self.la.max_group))
             if bs == 3 and self.lean_momentum:
                 m.lean_blocks = self._lean_blocks()
             self._matrices[key] = (values, m)
@@ -192,8 +194,8 @@ class DeviceSystems:
                      momentum_group: int | None = None) -> None:
         """Change how the tracer and momentum solves' products run, from the next step on (an
         A/B switch; None keeps a setting): ``lean`` momentum blocks (the same bits) and the
-        threads per row ``tracer_group`` / ``momentum_group`` (a power of two ≤ 32; another
-        summation order: other round-off). The solves re-learn their budgets; the caller
+        threads per row ``tracer_group`` / ``momentum_group`` (a power of two ≤ 32, capped by
+        the workspace's ``max_group``; another summation order: other round-off). The solves re-learn their budgets; the caller
         clears the stepper's captured iterations (``stepper.state_changed()``)."""
         if lean is not None:
             self.lean_momentum = bool(lean)

@@ -210,7 +210,8 @@ class DeviceMatrix:
     bs : 1 (CSR) or 3 (BCSR 3×3)
     g : threads per block row in the row kernels (None: :func:`row_group` of a CSR matrix's
         rows, :func:`group_size` of the mean nonzero blocks per row of a BCSR one; 1: SciPy's
-        summation order)
+        summation order); a power of two ≤ ``la.max_group``, else ValueError (the solvers'
+        block partials hold rows of at most ``max_group`` threads)
     dtype : storage of ``data``: float64, or float32 (half the bytes per nonzero; the kernels
         promote each value to float64 before multiplying, so the arithmetic stays float64)
     """
@@ -228,6 +229,10 @@ class DeviceMatrix:
                           la.max_group)
         self.g = g if g is not None else group_size(
             int(self.indices.shape[0]) / max(self.nrow, 1), la.max_group)
+        if self.g < 1 or self.g & (self.g - 1) or self.g > la.max_group:
+            # (the solvers size their block partials for rows of at most max_group threads)
+            raise ValueError(f"DeviceMatrix: g {self.g} threads a row: expected a power of two "
+                             f"<= the workspace's max_group {la.max_group}")
         #: :class:`LeanBlocks` of a BCSR 3×3 momentum matrix (None: every block read in full)
         self.lean_blocks = None
 

@@ -124,6 +124,16 @@ def test_row_group_sizes_a_small_matrix_by_its_longest_row():
     assert row_group(ptr(pressure), max_group=2) == 2
 
 
+def test_a_row_group_above_the_workspaces_max_group_is_refused(la):
+    """The solvers size their block partials for rows of at most ``max_group`` threads: a
+    wider (or not power-of-two) explicit group is a clear error, not an overrun."""
+    a = _laplacian(3)
+    assert DeviceMatrix.from_scipy(la, a, g=la.max_group).g == la.max_group
+    for g in (2 * la.max_group, 3):
+        with pytest.raises(ValueError, match=f"g {g} threads a row.*max_group {la.max_group}"):
+            DeviceMatrix.from_scipy(la, a, g=g)
+
+
 def test_finished_solve_makes_every_kernel_a_no_op(la):
     a = _laplacian(5)
     m = DeviceMatrix.from_scipy(la, a)
