@@ -23,7 +23,7 @@ run-paper: install
 	$(PYTHON) -m dycore run configs/mountainwave3d.yaml --steps 5 --overwrite
 
 # the suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a process so that
-# each module's fixtures are built once: 35 min on 2 cores, where one process took 83-94 min
+# each module's fixtures are built once: 35-40 min on 2 cores, where one process took 83-94 min
 # (2026-11/12). `make test TEST_WORKERS=8` on a larger machine; TEST_WORKERS=0 runs in-process.
 TEST_WORKERS ?= 2
 test: install
