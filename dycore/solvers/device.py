@@ -195,8 +195,9 @@ class DeviceSystems:
         """Change how the tracer and momentum solves' products run, from the next step on (an
         A/B switch; None keeps a setting): ``lean`` momentum blocks (the same bits) and the
         threads per row ``tracer_group`` / ``momentum_group`` (a power of two ≤ 32, capped by
-        the workspace's ``max_group``; another summation order: other round-off). The solves re-learn their budgets; the caller
-        clears the stepper's captured iterations (``stepper.state_changed()``)."""
+        the workspace's ``max_group``; another summation order: other round-off). The solves
+        re-learn their budgets; the caller clears the stepper's captured iterations
+        (``stepper.state_changed()``)."""
         if lean is not None:
             self.lean_momentum = bool(lean)
         if tracer_group is not None:

@@ -377,9 +377,9 @@ def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(b
     fast): two threads sum each row of the pressure matrix and of the A and R of every level
     above the first held whole, P's rows one; the levels held whole take row_group of their
     own rows, P's too (the same matrices on every rank); 1, 2 and 4 ranks take the same
-    iterations and give the same bits (the sums' order does not depend on the partition) — also with ``overlap``, where each product's
-    rows run in two launches around the exchange — within rounding of the one-thread-a-row
-    solve and converged to the tolerance."""
+    iterations and give the same bits (the sums' order does not depend on the partition) —
+    also with ``overlap``, where each product's rows run in two launches around the exchange —
+    within rounding of the one-thread-a-row solve and converged to the tolerance."""
     from dycore.parallel.amg import rank_pieces
     from dycore.solvers.krylov import row_group
 
