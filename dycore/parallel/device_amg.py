@@ -63,17 +63,24 @@ class DeviceGlobalVCycle:
         H200; a level of at most 4,096 rows sizes the group by its longest row), and so does
         the dense coarsest pseudo-inverse (32 for 69 unknowns and for 499; one thread summed
         a 499-entry row in 232 µs a cycle)
+    dtype : storage of every level's A, R and P values (:func:`~dycore.solvers.amg.
+        level_dtype`): float64, or float32 — the serial device V-cycle's default, two thirds
+        of the bytes a nonzero; vectors, D⁻¹, the coarsest pseudo-inverse and all arithmetic
+        stay float64, so z = V(r) is then :func:`~dycore.solvers.amg.vcycle_reference` of
+        ``HostHierarchy.rounded(float32)``, again the same bits on any number of ranks
 
     Attributes
     ----------
     n_owned : int — owned fine rows; sizes : list of int — global unknowns per level
     top : int — the first level held whole by every rank (its right-hand side all-gathered)
+    dtype : numpy dtype — storage of the level matrices' values
     """
 
     def __init__(self, la, transport, piece: dict, order0=None, overlap: bool = False,
-                 group: int = 1):
+                 group: int = 1, dtype=np.float64):
         from dycore.solvers.krylov import DeviceMatrix
         self.la, self.t, b = la, transport, la.b
+        self.dtype = np.dtype(dtype)
         self.sizes = list(piece["sizes"])
         self.pack = get_rank_kernels(getattr(b, "strict", False))["pack_rows"]
         whole = piece["whole"]
@@ -96,7 +103,7 @@ class DeviceGlobalVCycle:
             # entry order kept (the serial row sums); renumbered where rows / cols are given
             plan, ptr, idx, val = renumber(*block[:4], rows, cols)
             m = DeviceMatrix(la, np.asarray(ptr, np.int32), np.asarray(idx, np.int32),
-                             np.asarray(val, np.float64), 1, g)
+                             np.asarray(val, np.float64), 1, g, self.dtype)
             return (m, DeviceHaloExchange(b, transport, plan, 1, overlap=overlap)
                     if halo else None, int(plan.n_local), (ptr, idx))
 

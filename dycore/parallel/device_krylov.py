@@ -352,7 +352,8 @@ class DeviceRankPCG(ReplayedSolve):
         many on every rank; None: :func:`dycore.solvers.krylov.row_group` of this rank's
         rows, which may differ between ranks)
     check_every : iterations issued between two host reads of the verdict
-    amg_dtype : storage of the local V-cycle's level matrices (float64 or float32)
+    amg_dtype : storage of the V-cycle's level matrices, local or global (float64 or float32;
+        the caller's rule: :func:`~dycore.solvers.amg.level_dtype`)
     amg_max_coarse, amg_smoother, amg_sweeps : the local hierarchy (as the serial device solver)
     amg_coarsening : "aggregation" or "classical" (``solvers.pressure.amg_coarsening``)
     exact_blocks, exact_threads : launch shape of the exact reducer's parts kernel
@@ -507,7 +508,7 @@ class DeviceRankPCG(ReplayedSolve):
                 raise ValueError("GPU-rank CG: precond 'global_amg' needs this rank's "
                                  "vcycle_piece (dycore.parallel.amg.rank_pieces)")
             self.vcycle = DeviceGlobalVCycle(la, transport, vcycle_piece, self.order,
-                                             overlap, self.a.g)
+                                             overlap, self.a.g, amg_dtype)
             if self.vcycle.n_owned != n:
                 raise ValueError(f"GPU-rank CG: the global V-cycle's piece has "
                                  f"{self.vcycle.n_owned} owned rows, the matrix {n}")

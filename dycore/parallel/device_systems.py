@@ -225,6 +225,7 @@ class DeviceDistributedSystems:
         """Set :attr:`pressure_method`, :attr:`pcg` and :attr:`direct` (the class's
         parameters)."""
         from dycore.parallel.device_krylov import ROW_GROUP, DeviceRankPCG
+        from dycore.solvers.amg import level_dtype
         backend, transport = self.b, self.t
         pc, p = cfg.pressure.preconditioner, cfg.pressure
         self.pcg = self.direct = None
@@ -255,6 +256,7 @@ class DeviceDistributedSystems:
                 precond=("global_amg" if glob else "local_amg") if pc == "amg" else "jacobi",
                 rtol=p.rtol, atol=p.atol, maxiter=p.max_iterations, block=block,
                 group=1 if getattr(backend, "strict", False) else ROW_GROUP,
+                amg_dtype=level_dtype(p.precision, getattr(backend, "strict", False)),
                 amg_cache=setup_cache, amg_entry=rank_amg_entry(rp),
                 amg_coarsening=p.amg_coarsening, amg_hierarchy=amg_hierarchy,
                 overlap=overlap,

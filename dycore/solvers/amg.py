@@ -23,7 +23,7 @@ import scipy.sparse.linalg as spla
 from dycore.backend.timers import add_seconds
 from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, row_group
 
-__all__ = ["smoother_coefficients", "HostHierarchy", "cached_hierarchy", "hierarchy_entry",
+__all__ = ["smoother_coefficients", "level_dtype", "HostHierarchy", "cached_hierarchy", "hierarchy_entry",
            "matrix_digest", "RANK_LOCAL_AMG",
            "vcycle_reference", "DeviceVCycle", "DeviceJacobi"]
 
@@ -92,6 +92,26 @@ def smoother_coefficients(kind: str, sweeps: int, rho: float, omega: float = 2.0
         out.append((2.0 * rho_k / delta, rho_k * rho_prev))
         rho_prev = rho_k
     return out
+
+
+def level_dtype(precision: str, strict: bool) -> np.dtype:
+    """Storage of a device V-cycle's level matrices (A, P, R) for ``solvers.pressure.precision``:
+    float32 for "auto" and "float32" outside strict mode, else float64 — one rule for the
+    serial device V-cycle and the GPU ranks' (rank-local and global) V-cycles. Vectors, D⁻¹,
+    the coarsest solve and all arithmetic stay float64; the cycle is the float64 cycle of
+    :meth:`HostHierarchy.rounded` (float32 halves the bytes of a value, 12 → 8 bytes a
+    nonzero with its int32 column).
+
+    precision : "auto" | "float64" | "float32"; strict : the backend's strict mode
+
+    Raises
+    ------
+    ValueError for another ``precision``.
+    """
+    if precision not in ("auto", "float64", "float32"):
+        raise ValueError(f"solvers.pressure.precision: expected auto, float64 or float32, got "
+                         f"{precision!r}")
+    return np.dtype(np.float32 if precision != "float64" and not strict else np.float64)
 
 
 def matrix_digest(a) -> np.ndarray:

@@ -26,7 +26,8 @@ import numpy as np
 
 from dycore.errors import ConfigError
 from dycore.backend import solver_kernels as K
-from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy, hierarchy_entry
+from dycore.solvers.amg import DeviceJacobi, DeviceVCycle, HostHierarchy, hierarchy_entry, \
+    level_dtype
 from dycore.solvers.direct import (ORDERING_ENTRY, direct_solver, on_gpu, ordering_arrays,
                                    pressure_method, solve_in_step)
 from dycore.solvers.krylov import (DeviceBiCGStab, DeviceLinalg, DeviceMatrix, DevicePCG,
@@ -158,8 +159,7 @@ class DeviceSystems:
                 h = HostHierarchy.from_arrays(setup_cache.get(name, build, timers,
                                                               "pressure AMG hierarchy"))
             self.amg_sizes = h.sizes
-            single = cfg.pressure.precision in ("auto", "float32") and not backend.strict
-            return a, DeviceVCycle(la, h, np.float32 if single else np.float64)
+            return a, DeviceVCycle(la, h, level_dtype(cfg.pressure.precision, backend.strict))
         elif pc in ("jacobi", "none"):
             dinv = (1.0 / ops.pressure_host.diagonal() if pc == "jacobi"
                     else np.ones(self.n))

@@ -205,6 +205,58 @@ def test_global_vcycle_gives_the_serial_vcycles_bits_on_every_rank_count(backend
         assert all(lev["ha"].send_in_place for s in solvers for lev in s.vcycle.levels[:top])
 
 
+@pytest.mark.parametrize("k, overlap", [(1, False), (2, False), (4, False), (2, True)])
+def test_global_vcycle_in_float32_gives_the_rounded_hierarchys_bits(backend, problem, k,
+                                                                    overlap):
+    """Level matrices stored in float32 (``amg_dtype``, what ``solvers.pressure.precision:
+    auto`` gives outside strict mode): CG on 1, 2 and 4 ranks gives the bits of the CPU's cg
+    with the serial V-cycle of the hierarchy rounded to float32 (``HostHierarchy.rounded``),
+    for distributed levels and levels held whole alike, and not the float64 cycle's."""
+    from dycore.parallel.amg import rank_pieces
+    from dycore.solvers.amg import HostHierarchy
+
+    rps = _ranks(problem, k)
+    owner = np.empty(problem.n, np.int64)
+    for rp in rps:
+        owner[rp.owned] = rp.rank
+    h = HostHierarchy(problem.a, "chebyshev", 1, max_coarse=2)
+    pieces = iter(rank_pieces(problem.a, owner, k, sweeps=1, max_coarse=2,
+                              replicate_below=h.sizes[2]))
+    world = LoopbackWorld(k)
+    solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
+                             owned_rows(rp, problem.n, problem.a), precond="global_amg",
+                             vcycle_piece=next(pieces), rtol=RTOL, overlap=overlap,
+                             amg_dtype=np.float32, **dict(FAST, check_every=2))
+               for rp in rps]
+    out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
+    x = np.full(problem.n, np.nan)
+    for rp, (xo, _) in zip(rps, out):
+        x[rp.owned] = np.asarray(backend.to_host(xo))
+    v = solvers[0].vcycle
+    assert v.top == 2 and v.dtype == np.float32
+    assert all(lev[m].data.dtype == np.float32 for lev in v.levels for m in "ARP")
+    rounded = h.rounded(np.float32)
+    x_ref, its_ref = cg(SimpleNamespace(matvec=lambda r: problem.a @ r), problem.b,
+                        Reducer(None, "exact"),
+                        m=lambda r: vcycle_reference(rounded, r, max_group=1), rtol=RTOL)
+    assert [i for _, i in out] == [its_ref] * k
+    assert np.array_equal(x, x_ref)
+    x64, _ = cg(SimpleNamespace(matvec=lambda r: problem.a @ r), problem.b,
+                Reducer(None, "exact"), m=lambda r: vcycle_reference(h, r, max_group=1),
+                rtol=RTOL)
+    assert not np.array_equal(x, x64)           # the rounding reached the preconditioner
+    assert _residual(problem, x) <= RTOL * np.linalg.norm(problem.b) * (1 + 1e-6)
+
+
+def test_level_dtype_is_float32_outside_strict_mode_unless_asked_for_float64():
+    from dycore.solvers.amg import level_dtype
+    assert [level_dtype(p, False) for p in ("auto", "float32", "float64")] == \
+        [np.float32, np.float32, np.float64]
+    assert {level_dtype(p, True) for p in ("auto", "float32", "float64")} == {np.dtype(np.float64)}
+    with pytest.raises(ValueError, match="precision.*'half'"):
+        level_dtype("half", False)
+
+
 def test_a_solve_that_stops_unconverged_raises_on_every_rank(backend, problem):
     with pytest.raises(SolverDivergedError, match="iteration limit reached after 3 "):
         _solve(backend, problem, 2, maxiter=3, check_every=2)
