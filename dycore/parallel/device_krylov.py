@@ -69,6 +69,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import config as numba_config
 from numba import cuda, float64, int32
 
 from dycore.backend import solver_kernels as _sk
@@ -97,10 +98,12 @@ RUNNING, CONVERGED, LIMIT, BREAKDOWN = 0.0, 1.0, 2.0, 3.0
 DOT_BLOCK = 256
 #: dot products one ``dot_pairs`` launch sums (its pair slots)
 MAX_PAIRS = 6
-#: blocks of a sum-mode dot (per pair; fixed, so the order of the sum is): two per SM of a
-#: 132-SM H100 / H200. 64 blocks left the GPU two-thirds idle — 29 µs for a 762,129-entry dot
-#: on an H200 (CUPTI, docs/performance.md)
-SUM_BLOCKS = 264
+#: blocks of a sum-mode dot (per pair; fixed, so the order of the sum is): one per SM of a
+#: 132-SM H100 / H200. With warp-shuffle trees, two dots of 98,441 / 381,065 / 762,129
+#: entries took 4.0 / 5.0 / 6.2 µs on an H200 against 4.6 / 5.5 / 6.8 µs with 264 blocks
+#: (64 blocks had left the GPU two-thirds idle: 29 µs for one 762,129-entry dot;
+#: docs/performance.md)
+SUM_BLOCKS = 132
 #: threads summing one row of the pressure matrix and of the global V-cycle's distributed
 #: levels' A and R on GPU ranks outside strict mode (the step's ``group``; the levels held
 #: whole take their own, :class:`~dycore.parallel.device_amg.DeviceGlobalVCycle`): coalesced
@@ -179,18 +182,29 @@ def _build(jit, rb: int) -> dict:
             else:
                 p[i] = z[i] + ctl[BETA] * p[i]
 
+    # the block's tree of a dot: each warp's W lanes (lane l adds lane l + off, off = W/2, …,
+    # 1), then the NW warp sums the same way; warp shuffles on a GPU (no block barrier inside
+    # a warp), shared memory under the simulator (no shuffles) and for blocks under a warp —
+    # the same tree, so the same bits
+    W = min(32, rb)
+    NW = rb // W
+    SHUFFLE = not numba_config.ENABLE_CUDASIM and rb >= 32
+
     def dot_pairs(x0, y0, x1, y1, x2, y2, x3, y3, x4, y4, x5, y5, n, first, partial,
                   nblk, out, count):
         """Σ x_j·y_j of up to MAX_PAIRS pairs in one launch, a fixed-order sum: block
         (b, j) of the (nblk, pairs) grid sums pair j's grid-stride share (thread t: i = b·rb
-        + t, step nblk·rb) and reduces its threads in a shared-memory tree into
-        partial[first + j, b]; the last block of pair j to finish (a global counter,
-        after a fence) sums the nblk partials in the same way (thread t: b = t, t + rb, …;
-        the same tree) into out[first + j] and resets the counter. The order depends only
-        on (nblk, rb), so the bits are those of a partials launch and a finishing launch."""
+        + t, step nblk·rb) and reduces its threads in a two-level tree (each warp's lanes,
+        then the warps' sums) into partial[first + j, b]; the last block of pair j to finish
+        (a global counter, after a fence) sums the nblk partials in the same way (thread t:
+        b = t, t + rb, …; the same tree) into out[first + j] and resets the counter. The
+        order depends only on (nblk, rb), so the bits are those of a partials launch and a
+        finishing launch. (A block-wide shared-memory tree took 11.4 against 6.2 µs for two
+        762,129-entry dots on an H200: docs/performance.md.)"""
         sh = cuda.shared.array(rb, float64)
         last = cuda.shared.array(1, int32)
         t = cuda.threadIdx.x
+        lane = t % W
         blk = cuda.blockIdx.x
         j = cuda.blockIdx.y
         row = first + j
@@ -211,21 +225,43 @@ def _build(jit, rb: int) -> dict:
             else:
                 s += x5[i] * y5[i]
         for phase in range(2):
-            sh[t] = s
-            cuda.syncthreads()
-            off = rb // 2
-            while off > 0:
-                if t < off:
-                    sh[t] += sh[t + off]
+            if SHUFFLE:
+                off = W // 2
+                while off > 0:
+                    s += cuda.shfl_down_sync(0xFFFFFFFF, s, off)
+                    off //= 2
+                if lane == 0:
+                    sh[t // W] = s
                 cuda.syncthreads()
-                off //= 2
+                if t < W:                            # (warp 0: NW ≤ 32 warp sums)
+                    s = sh[t] if t < NW else 0.0
+                    off = NW // 2
+                    while off > 0:
+                        s += cuda.shfl_down_sync(0xFFFFFFFF, s, off)
+                        off //= 2
+            else:
+                sh[t] = s
+                off = W // 2
+                while off > 0:
+                    cuda.syncthreads()
+                    if lane < off:
+                        sh[t] += sh[t + off]
+                    off //= 2
+                cuda.syncthreads()
+                off = NW // 2
+                while off > 0:
+                    if t < off:
+                        sh[t * W] += sh[(t + off) * W]
+                    cuda.syncthreads()
+                    off //= 2
+                s = sh[0]
             if phase == 1:
                 if t == 0:
-                    out[row] = sh[0]
+                    out[row] = s
                     count[row] = 0
                 return
             if t == 0:
-                partial[row, blk] = sh[0]
+                partial[row, blk] = s
                 cuda.threadfence()                   # the partial visible before the count
                 last[0] = 1 if cuda.atomic.add(count, row, 1) == nblk - 1 else 0
             cuda.syncthreads()

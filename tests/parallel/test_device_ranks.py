@@ -119,9 +119,8 @@ def test_exact_reducer_is_fsum_on_any_rank_count(backend, k):
         reducers[0].post_dots(*[(x, y)] * 4)
 
 
-def _tree(v):
-    """The shared-memory tree of ``dot_pairs`` over one block's thread values (len a power of
-    two): sh[t] += sh[t + off] for off = rb/2, rb/4, …, 1."""
+def _halving(v):
+    """sh[t] += sh[t + off] for off = len/2, len/4, …, 1 (len a power of two); sh[0]."""
     sh = list(v)
     off = len(sh) // 2
     while off > 0:
@@ -129,6 +128,13 @@ def _tree(v):
             sh[t] += sh[t + off]
         off //= 2
     return sh[0]
+
+
+def _tree(v):
+    """The tree of ``dot_pairs`` over one block's thread values (len rb, a power of two):
+    each warp's lanes halved (groups of min(32, rb) threads), then the warps' sums."""
+    w = min(32, len(v))
+    return _halving([_halving(v[k:k + w]) for k in range(0, len(v), w)])
 
 
 def _fixed_order_dot(x, y, blocks, rb):
@@ -149,15 +155,17 @@ def _fixed_order_dot(x, y, blocks, rb):
     return _tree(th)
 
 
-@pytest.mark.parametrize("npairs", (1, 3, 7))
-def test_sum_reducer_one_launch_gives_the_fixed_order_sum(backend, npairs):
+@pytest.mark.parametrize("npairs, rb", [(1, 4), (3, 4), (7, 4), (2, 64)])
+def test_sum_reducer_one_launch_gives_the_fixed_order_sum(backend, npairs, rb):
     """Each pair's Σ x·y of one ``dot_pairs`` launch (partials and their finish by the last
     block) is bit for bit the fixed-order tree written out in Python, for 1 pair, 3 pairs and
-    7 (two launches: 6 slots, then 1); one loopback rank, so the all-reduce adds nothing. The
-    counters are left at 0, so a second post (a replayed graph) gives the same bits."""
+    7 (two launches: 6 slots, then 1), and with blocks of two warps (64 threads: the warps'
+    trees, then their sums — warp shuffles on a GPU, the same tree in shared memory here);
+    one loopback rank, so the all-reduce adds nothing. The counters are left at 0, so a
+    second post (a replayed graph) gives the same bits."""
     from dycore.parallel.device_bicgstab import rank_reducer
     rng = np.random.default_rng(5)
-    n, blocks, rb = 203, 3, 4
+    n, blocks = 203 if rb < 32 else 457, 3
     red = rank_reducer(backend, LoopbackWorld(1).transport(0), "sum", 8, sum_blocks=blocks,
                        sum_threads=rb)
     pairs = [tuple(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n) for _ in range(2))
