@@ -23,8 +23,8 @@ import scipy.sparse.linalg as spla
 from dycore.backend.timers import add_seconds
 from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, row_group
 
-__all__ = ["smoother_coefficients", "level_dtype", "HostHierarchy", "cached_hierarchy", "hierarchy_entry",
-           "matrix_digest", "RANK_LOCAL_AMG",
+__all__ = ["smoother_coefficients", "level_dtype", "HostHierarchy", "cached_hierarchy",
+           "hierarchy_entry", "matrix_digest", "RANK_LOCAL_AMG",
            "vcycle_reference", "DeviceVCycle", "DeviceJacobi"]
 
 
