@@ -65,14 +65,25 @@ def _ranks(problem, k):
     return partition_mesh(s["tets"], problem.n, s["indptr"], s["indices"], part)
 
 
-def _solve(backend, problem, k, **kw):
-    """(global x, iterations per rank, solvers) of K loopback ranks."""
+def _solve(backend, problem, k, global_amg=None, **kw):
+    """(global x, iterations per rank, solvers) of K loopback ranks; ``global_amg``: the
+    options of :func:`~dycore.parallel.amg.rank_pieces` (one sweep) for the global V-cycle
+    as the preconditioner, checked every two iterations."""
     rps = _ranks(problem, k)
     world = LoopbackWorld(k)
     opts = dict(FAST, rtol=RTOL)
+    pieces = [None] * k
+    if global_amg is not None:
+        from dycore.parallel.amg import rank_pieces
+        owner = np.empty(problem.n, np.int64)
+        for rp in rps:
+            owner[rp.owned] = rp.rank
+        pieces = rank_pieces(problem.a, owner, k, sweeps=1, **global_amg)
+        opts.update(precond="global_amg", check_every=2)
     opts.update(kw)
     solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
-                             owned_rows(rp, problem.n, problem.a), **opts) for rp in rps]
+                             owned_rows(rp, problem.n, problem.a),
+                             vcycle_piece=pieces[rp.rank], **opts) for rp in rps]
     out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
     x = np.full(problem.n, np.nan)
     for rp, (xo, _) in zip(rps, out):
@@ -212,26 +223,11 @@ def test_global_vcycle_in_float32_gives_the_rounded_hierarchys_bits(backend, pro
     auto`` gives outside strict mode): CG on 1, 2 and 4 ranks gives the bits of the CPU's cg
     with the serial V-cycle of the hierarchy rounded to float32 (``HostHierarchy.rounded``),
     for distributed levels and levels held whole alike, and not the float64 cycle's."""
-    from dycore.parallel.amg import rank_pieces
     from dycore.solvers.amg import HostHierarchy
 
-    rps = _ranks(problem, k)
-    owner = np.empty(problem.n, np.int64)
-    for rp in rps:
-        owner[rp.owned] = rp.rank
     h = HostHierarchy(problem.a, "chebyshev", 1, max_coarse=2)
-    pieces = iter(rank_pieces(problem.a, owner, k, sweeps=1, max_coarse=2,
-                              replicate_below=h.sizes[2]))
-    world = LoopbackWorld(k)
-    solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
-                             owned_rows(rp, problem.n, problem.a), precond="global_amg",
-                             vcycle_piece=next(pieces), rtol=RTOL, overlap=overlap,
-                             amg_dtype=np.float32, **dict(FAST, check_every=2))
-               for rp in rps]
-    out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
-    x = np.full(problem.n, np.nan)
-    for rp, (xo, _) in zip(rps, out):
-        x[rp.owned] = np.asarray(backend.to_host(xo))
+    x, its, solvers = _solve(backend, problem, k, overlap=overlap, amg_dtype=np.float32,
+                             global_amg=dict(max_coarse=2, replicate_below=h.sizes[2]))
     v = solvers[0].vcycle
     assert v.top == 2 and v.dtype == np.float32
     assert all(lev[m].data.dtype == np.float32 for lev in v.levels for m in "ARP")
@@ -239,7 +235,7 @@ def test_global_vcycle_in_float32_gives_the_rounded_hierarchys_bits(backend, pro
     x_ref, its_ref = cg(SimpleNamespace(matvec=lambda r: problem.a @ r), problem.b,
                         Reducer(None, "exact"),
                         m=lambda r: vcycle_reference(rounded, r, max_group=1), rtol=RTOL)
-    assert [i for _, i in out] == [its_ref] * k
+    assert its == [its_ref] * k
     assert np.array_equal(x, x_ref)
     x64, _ = cg(SimpleNamespace(matvec=lambda r: problem.a @ r), problem.b,
                 Reducer(None, "exact"), m=lambda r: vcycle_reference(h, r, max_group=1),
@@ -252,7 +248,8 @@ def test_level_dtype_is_float32_outside_strict_mode_unless_asked_for_float64():
     from dycore.solvers.amg import level_dtype
     assert [level_dtype(p, False) for p in ("auto", "float32", "float64")] == \
         [np.float32, np.float32, np.float64]
-    assert {level_dtype(p, True) for p in ("auto", "float32", "float64")} == {np.dtype(np.float64)}
+    assert {level_dtype(p, True) for p in ("auto", "float32", "float64")} == \
+        {np.dtype(np.float64)}
     with pytest.raises(ValueError, match="precision.*'half'"):
         level_dtype("half", False)
 
@@ -396,28 +393,15 @@ def test_the_dense_coarsest_solve_takes_a_row_group_and_the_same_bits_on_any_ran
     ``group`` 2: its rows are summed by row_group's threads (at most max_group), not one (one
     thread summed a 499-entry row in 232 µs a cycle on an H200); 1 and 2 ranks give the same
     bits, within rounding of the one-thread solve."""
-    from dycore.parallel.amg import rank_pieces
 
     xs = []
     for k, group in ((1, 2), (2, 2), (1, 1)):
-        rps = _ranks(problem, k)
-        owner = np.empty(problem.n, np.int64)
-        for rp in rps:
-            owner[rp.owned] = rp.rank
-        pieces = iter(rank_pieces(problem.a, owner, k, sweeps=1, max_coarse=problem.n))
-        world = LoopbackWorld(k)
-        solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
-                                 owned_rows(rp, problem.n, problem.a), precond="global_amg",
-                                 vcycle_piece=next(pieces), rtol=RTOL, group=group,
-                                 **dict(FAST, check_every=2)) for rp in rps]
+        x, _, solvers = _solve(backend, problem, k, group=group,
+                               global_amg=dict(max_coarse=problem.n))
         v = solvers[0].vcycle
         assert v.top == 0 and v.coarse.nrow == problem.n
         assert v.coarse.g == (v.la.max_group if group > 1 else 1)
         assert group == 1 or v.la.max_group > 2
-        out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
-        x = np.full(problem.n, np.nan)
-        for rp, (xo, _) in zip(rps, out):
-            x[rp.owned] = np.asarray(backend.to_host(xo))
         xs.append(x)
     assert np.array_equal(xs[0], xs[1])
     assert np.max(np.abs(xs[0] - xs[2])) <= 1e-9 * np.max(np.abs(xs[2]))
@@ -432,25 +416,14 @@ def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(b
     iterations and give the same bits (the sums' order does not depend on the partition) —
     also with ``overlap``, where each product's rows run in two launches around the exchange —
     within rounding of the one-thread-a-row solve and converged to the tolerance."""
-    from dycore.parallel.amg import rank_pieces
     from dycore.solvers.krylov import row_group
 
     xs, its_all = [], []
     for k, overlap in ((1, False), (2, False), (4, False), (2, True)):
-        rps = _ranks(problem, k)
-        owner = np.empty(problem.n, np.int64)
-        for rp in rps:
-            owner[rp.owned] = rp.rank
         # (levels of 36, 15, 3 and 1 unknowns: the first two distributed, the third held
         # whole, the coarsest as its pseudo-inverse)
-        pieces = iter(rank_pieces(problem.a, owner, k, sweeps=1, max_coarse=2,
-                                  replicate_below=12))
-        world = LoopbackWorld(k)
-        solvers = [DeviceRankPCG(backend, world.transport(rp.rank), rp.plan(2),
-                                 owned_rows(rp, problem.n, problem.a), precond="global_amg",
-                                 vcycle_piece=next(pieces), rtol=RTOL, group=2,
-                                 overlap=overlap, **dict(FAST, check_every=2))
-                   for rp in rps]
+        x, its, solvers = _solve(backend, problem, k, group=2, overlap=overlap,
+                                 global_amg=dict(max_coarse=2, replicate_below=12))
         v = solvers[0].vcycle
         assert solvers[0].a.g == 2
         for i, lev in enumerate(v.levels):       # the levels held whole: their own groups
@@ -460,16 +433,10 @@ def test_global_vcycle_with_row_groups_gives_the_same_bits_on_every_rank_count(b
             assert [lev["A"].g, lev["R"].g, lev["P"].g] == want
         assert v.top == 2 and [(lev["A"].g, lev["R"].g) for lev in v.levels[2:]] == [(1, 1)]
         #                                                      (three rows of ≤ 3 entries)
-        out = solve_lockstep(solvers, [problem.b[rp.owned].copy() for rp in rps])
-        x = np.full(problem.n, np.nan)
-        for rp, (xo, _) in zip(rps, out):
-            x[rp.owned] = np.asarray(backend.to_host(xo))
         xs.append(x)
-        its_all.append([i for _, i in out])
+        its_all.append(its)
     assert its_all[1:] == [[its_all[0][0]] * 2, [its_all[0][0]] * 4, [its_all[0][0]] * 2]
     assert all(np.array_equal(xs[0], x) for x in xs[1:])
     assert _residual(problem, xs[0]) <= RTOL * np.linalg.norm(problem.b) * (1 + 1e-6)
-    one, _, _ = _solve(backend, problem, 1, precond="global_amg", check_every=2,
-                       vcycle_piece=rank_pieces(problem.a, np.zeros(problem.n, np.int64), 1,
-                                                sweeps=1, max_coarse=2)[0])
+    one, _, _ = _solve(backend, problem, 1, global_amg=dict(max_coarse=2))
     assert np.max(np.abs(xs[0] - one)) <= 1e-6 * np.max(np.abs(one))
