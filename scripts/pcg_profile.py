@@ -68,7 +68,8 @@ la.lean = True
 timed("csr_spmv lean (A x)", lambda: la.spmv(A, x, y, ctl=ctl), mbytes(A))
 for g in (2, 4, 8, 16, 32):
     timed(f"csr_spmv lean g={g}", lambda g=g: la.launch(la.k.csr_spmv, A.nrow * g, A.indptr,
-                                                          A.indices, A.data, g, x, la.empty_f,
+                                                          A.indices, A.data, g, 0, x,
+                                                          la.empty_f,
                                                           y, 0, ctl), mbytes(A))
 timed("bsr_spmv + dot (CG's A p)", lambda: la.spmv(A, x, y, w=x, partial=pcg.partial, ctl=ctl,
                                                   op=-1), mbytes(A, 3))

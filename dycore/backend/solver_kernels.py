@@ -16,7 +16,9 @@ Conventions
   the lanes' sums meet in a fixed tree (lane l += lane l+g/2, then l+g/4, ...). ``g = 1`` is
   SciPy's ``csr_matvec`` order. A long row summed by one thread is a chain of dependent loads
   (one memory latency per nonzero); a group shortens the chain g-fold and reads each row in
-  coalesced segments.
+  coalesced segments. The scalar row kernels ``csr_spmv`` and ``smooth`` also read a matrix
+  stored as sliced ELL (``sliced`` = 1; :mod:`dycore.solvers.sliced`): ``indptr`` is then the
+  slices' pointers, and each thread adds the same entries in the same order (the same bits).
 - ``ctl`` (NCTL,) float64 is the solve's control array (slots below). Every iteration kernel
   returns at once when ``ctl[DONE] != 0``.
 - Dot products are deterministic two-pass reductions: each block writes its partial sums (fixed
@@ -40,14 +42,16 @@ from numba import cuda, float64
 
 from dycore.backend import _cudasim_compat  # noqa: F401  (the simulator's shared arrays)
 
-__all__ = ["NCTL", "DONE", "ITS", "BB", "TOL2", "RR", "RZ", "ALPHA", "BETA", "RHO", "OMEGA",
-           "RTOL2", "ATOL2", "MAXIT", "RUNNING", "CONVERGED", "LIMIT", "BREAKDOWN",
+__all__ = ["SLICE", "NCTL", "DONE", "ITS", "BB", "TOL2", "RR", "RZ", "ALPHA", "BETA", "RHO",
+           "OMEGA", "RTOL2", "ATOL2", "MAXIT", "RUNNING", "CONVERGED", "LIMIT", "BREAKDOWN",
            "OP_INIT", "OP_CG_ALPHA", "OP_CHECK", "OP_CG_BETA", "OP_BI_ALPHA", "OP_BI_S",
            "OP_BI_OMEGA", "OP_BI_R", "OP_STORE", "build_solver_kernels", "SolverKernels"]
 
 # -- control-array slots ---------------------------------------------------------------------
 DONE, ITS, BB, TOL2, RR, RZ, PQ, ALPHA, BETA, RHO, OMEGA, RTOL2, ATOL2, MAXIT = range(14)
 NCTL = 16
+#: threads of one slice of a sliced-ELL matrix (:mod:`dycore.solvers.sliced`): a warp
+SLICE = 32
 #: values of ctl[DONE]
 RUNNING, CONVERGED, LIMIT, BREAKDOWN = 0.0, 1.0, 2.0, 3.0
 
@@ -272,30 +276,50 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         lane_sum = device_jit(lane_sum_shuffle)
 
     @device_jit
-    def csr_row(indptr, indices, data, x, i, lane, g):
-        """Row i of A x as :func:`bsr_spmv` sums it (bs = 1): lane ``lane`` of the row's ``g``
-        adds entries lane, lane+g, ... from 0.0, then the lanes meet in the fixed tree; lane 0
-        returns the row's value (rows past the end give 0). Every lane of the warp calls it."""
+    def lane_part(indptr, indices, data, x, gi, i, lane, g, sliced):
+        """Thread ``gi``'s part of row i (< nrow) of A x: entries lane, lane+g, ... of the row
+        added in order from 0.0 — read from CSR, or with ``sliced`` from the sliced-ELL column
+        of thread gi (``indptr`` the slice pointers; the same entries, the same order)."""
         s = 0.0
-        if i < indptr.shape[0] - 1:
+        if sliced:
+            w = gi // SLICE
+            k = indptr[w] + (gi - w * SLICE)
+            end = indptr[w + 1]
+            while k < end:
+                s += data[k] * x[indices[k]]
+                k += SLICE
+        else:
             for k in range(indptr[i] + lane, indptr[i + 1], g):
                 s += data[k] * x[indices[k]]
+        return s
+
+    @device_jit
+    def csr_row(indptr, indices, data, x, gi, i, lane, g, sliced, nrow):
+        """Row i of A x as :func:`bsr_spmv` sums it (bs = 1): lane ``lane`` of the row's ``g``
+        adds entries lane, lane+g, ... from 0.0 (:func:`lane_part`), then the lanes meet in
+        the fixed tree; lane 0 returns the row's value (rows past ``nrow`` give 0). Every lane
+        of the warp calls it."""
+        s = 0.0
+        if i < nrow:
+            s = lane_part(indptr, indices, data, x, gi, i, lane, g, sliced)
         if g > 1:
             s = lane_sum(s, lane, g)
         return s
 
-    def csr_spmv(indptr, indices, data, g, x, b, y, mode, ctl):
-        """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) for a scalar CSR matrix,
-        each row summed by ``g`` lanes in :func:`bsr_spmv`'s order (same bits), without the
-        dot products: a lean kernel (few registers, no shared memory on a GPU) for the AMG
-        cycle's residuals, restrictions and prolongations. Launch nrow·g threads."""
+    def csr_spmv(indptr, indices, data, g, sliced, x, b, y, mode, ctl):
+        """y = A x (mode 0), y = b − A x (mode 1), y += A x (mode 2) for a scalar CSR matrix
+        (``sliced`` 1: stored as sliced ELL, nrow = len(y)), each row summed by ``g`` lanes in
+        :func:`bsr_spmv`'s order (same bits), without the dot products: a lean kernel (few
+        registers, no shared memory on a GPU) for the AMG cycle's residuals, restrictions and
+        prolongations. Launch nrow·g threads."""
         if ctl[DONE] != 0.0:
             return
         gi = cuda.grid(1)
         i = gi // g
         lane = gi - i * g
-        s = csr_row(indptr, indices, data, x, i, lane, g)
-        if i < indptr.shape[0] - 1 and lane == 0:
+        nrow = y.shape[0] if sliced else indptr.shape[0] - 1
+        s = csr_row(indptr, indices, data, x, gi, i, lane, g, sliced, nrow)
+        if i < nrow and lane == 0:
             if mode == 1:
                 s = b[i] - s
             elif mode == 2:
@@ -450,18 +474,20 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         lane = gi - i * g
         acc = 0.0
         acc2 = 0.0
-        s = csr_row(indptr, indices, data, x, i, lane, g)
-        if i < indptr.shape[0] - 1 and lane == 0:
+        nrow = indptr.shape[0] - 1
+        s = csr_row(indptr, indices, data, x, gi, i, lane, g, 0, nrow)
+        if i < nrow and lane == 0:
             y[i] = s
             acc = w[i] * s
             acc2 = s * s
         reduce_partials(sh, t, partial, acc, acc2, ndot, op, slot, ctl, ticket)
 
-    def smooth(indptr, indices, data, g, r0, x, b, dinv, d, x_new, c1, c2, first, ndot,
+    def smooth(indptr, indices, data, g, sliced, r0, x, b, dinv, d, x_new, c1, c2, first, ndot,
                partial, op, slot, ctl, ticket):
         """One polynomial (Chebyshev / damped-Jacobi) smoothing step on rows r0 ≤ i < n of a
-        CSR level (n = len(indptr) − 1), each row summed by ``g`` threads (launch (n − r0)·g
-        threads; ``first`` needs no row sum: g = 1):
+        CSR level (n = len(indptr) − 1; ``sliced`` 1: a sliced-ELL level, n = len(b), r0 = 0),
+        each row summed by ``g`` threads (launch (n − r0)·g threads; ``first`` needs no row
+        sum: g = 1):
         d = c1·D⁻¹(b − A x) + c2·d; x_new = x + d (``first``: x = 0, d = c1·D⁻¹b, x_new = d).
         Every vector is indexed by the row itself, so a level's rows can be smoothed in two
         launches — [0, m) with indptr[:m + 1] and r0 = 0, then [m, n) with r0 = m — with the
@@ -476,12 +502,11 @@ def build_solver_kernels(jit, device_jit, rb: int, shuffle: bool = True):
         i = gi // g
         lane = gi - i * g
         i += r0
-        n = indptr.shape[0] - 1
+        n = b.shape[0] if sliced else indptr.shape[0] - 1
         acc = 0.0
         s = 0.0
         if not first and i < n:
-            for k in range(indptr[i] + lane, indptr[i + 1], g):
-                s += data[k] * x[indices[k]]
+            s = lane_part(indptr, indices, data, x, gi, i, lane, g, sliced)
         if g > 1:
             s, _, _ = group_sum(sg, t, lane, g, s, 0.0, 0.0)
         if i < n and lane == 0:

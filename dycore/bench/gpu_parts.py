@@ -265,7 +265,8 @@ def pressure_profile(bench) -> None:
         pieces.append((f"level {lev_i} smoothing step with SpMV ({a.nrow} rows, "
                        f"{int(a.indices.shape[0]) / a.nrow:.0f} nnz/row, g={a.g})",
                        lambda ctl, lev=lev, a=a: la.launch(
-                           la.k.smooth, lev["n"] * a.g, a.indptr, a.indices, a.data, a.g, 0,
+                           la.k.smooth, lev["n"] * a.g, a.indptr, a.indices, a.data, a.g,
+                           a.sliced, 0,
                            lev["bufs"][0], lev["b"], lev["dinv"], lev["d"], lev["bufs"][1],
                            0.5, 0.5, 0, 0, la.no_partial, -1, 0, ctl, la.ticket)))
     out = {}

@@ -209,15 +209,15 @@ class DeviceGlobalVCycle:
                     nb(dst), c1, c2, 1 if x is None else 0, 0, la.no_partial, -1, 0, ctl,
                     la.ticket)
             if x is None:                 # from 0: no row sum, no ghost read: one thread a row
-                la.launch(la.k.smooth, n, a.indptr, a.indices, a.data, 1, 0, *args)
+                la.launch(la.k.smooth, n, a.indptr, a.indices, a.data, 1, 0, 0, *args)
             else:
                 inner, g = lev["inner"], a.g
                 yield from self._split(
                     lev, x,
                     lambda: la.launch(la.k.smooth, m * g, inner.indptr, a.indices, a.data, g, 0,
-                                      *args),
+                                      0, *args),
                     lambda: la.launch(la.k.smooth, (n - m) * g, a.indptr, a.indices, a.data, g,
-                                      m, *args))
+                                      0, m, *args))
             x = dst
         return x
 

@@ -161,6 +161,8 @@ def split_rows(matrix, n_interior: int):
     (:class:`~dycore.solvers.krylov.DeviceMatrix`) on rows [0, m) and [m, n), sharing its
     column and value arrays: the interior view's ``indptr[:m + 1]``, the boundary view's
     ``indptr[m:]`` (its rows' y and b are the caller's slices [m:n]). Either may have no row."""
+    if getattr(matrix, "sliced", 0):
+        raise ValueError("split_rows: a sliced-ELL matrix has no CSR rows to split")
     m = int(n_interior)
     inner, outer = copy.copy(matrix), copy.copy(matrix)
     inner.indptr, outer.indptr = matrix.indptr[:m + 1], matrix.indptr[m:]

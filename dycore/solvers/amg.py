@@ -21,7 +21,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dycore.backend.timers import add_seconds
-from dycore.solvers.krylov import MAX_GROUP, DeviceMatrix, row_group
+from dycore.solvers.krylov import MAX_GROUP, SMALL_ROWS, DeviceMatrix, row_group
 
 __all__ = ["smoother_coefficients", "level_dtype", "HostHierarchy", "cached_hierarchy",
            "hierarchy_entry", "matrix_digest", "RANK_LOCAL_AMG",
@@ -327,19 +327,29 @@ class DeviceVCycle:
         The cycle is then the float64 cycle of ``h.rounded(float32)``: still a fixed symmetric
         operator, so CG's convergence test is unchanged; only the preconditioner differs
         (by the rounding of its matrices, ~6e-8 relative).
+    sliced : store the levels' A, P and R of more than
+        :data:`~dycore.solvers.krylov.SMALL_ROWS` rows as sliced ELL (:mod:`dycore.solvers.sliced`: the same bits, read coalesced).
+        None: :attr:`SLICED`.
     """
 
-    def __init__(self, la, h: HostHierarchy, dtype=np.float64):
+    #: the default of ``sliced`` (a profiling switch)
+    SLICED = True
+
+    def __init__(self, la, h: HostHierarchy, dtype=np.float64, sliced: bool | None = None):
         self.la = la
         self.dtype = np.dtype(dtype)
         self.levels = []
+        sliced = self.SLICED if sliced is None else sliced
+
+        def matrix(m):
+            return DeviceMatrix.from_scipy(la, m, dtype=dtype,
+                                           sliced=sliced and m.shape[0] > SMALL_ROWS)
+
         for A, P, R, dinv, coef in h.levels:
             n = A.shape[0]
             bufs = [la.zeros(n)[1] for _ in range(3)]
             self.levels.append(dict(
-                A=DeviceMatrix.from_scipy(la, A, dtype=dtype),
-                P=DeviceMatrix.from_scipy(la, P, dtype=dtype),
-                R=DeviceMatrix.from_scipy(la, R, dtype=dtype),
+                A=matrix(A), P=matrix(P), R=matrix(R),
                 dinv=la.nb(la.b.to_device(dinv)), coef=coef,
                 n=n, bufs=bufs, d=la.zeros(n)[1], r=la.zeros(n)[1], b=la.zeros(n)[1]))
         nc = h.coarse_inv.shape[0]
@@ -356,7 +366,7 @@ class DeviceVCycle:
             dst = next(buf for buf in lev["bufs"] if buf is not x)
             last = step == len(lev["coef"]) - 1
             g = 1 if x is None else a.g          # the first step from x = 0 sums no row
-            la.launch(k.smooth, lev["n"] * g, a.indptr, a.indices, a.data, g, 0,
+            la.launch(k.smooth, lev["n"] * g, a.indptr, a.indices, a.data, g, a.sliced, 0,
                       lev["bufs"][0] if x is None else x, b, lev["dinv"], lev["d"], dst,
                       c1, c2, 1 if x is None else 0, 1 if (last and partial is not None) else 0,
                       partial if (last and partial is not None) else la.no_partial,
@@ -407,6 +417,6 @@ class DeviceJacobi:
 
     def issue(self, r, partial, ctl, op=-1):
         la, a = self.la, self.a
-        la.launch(la.k.smooth, a.nrow, a.indptr, a.indices, a.data, 1, 0, self.z, r, self.dinv,
-                  self.d, self.z, 1.0, 0.0, 1, 1, partial, op, 0, ctl, la.ticket)
+        la.launch(la.k.smooth, a.nrow, a.indptr, a.indices, a.data, 1, 0, 0, self.z, r,
+                  self.dinv, self.d, self.z, 1.0, 0.0, 1, 1, partial, op, 0, ctl, la.ticket)
         return self.z

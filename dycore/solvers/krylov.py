@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from dycore.backend import solver_kernels as K
+from dycore.solvers.sliced import sliced_ell
 from dycore.errors import SolverDivergedError
 
 __all__ = ["DeviceLinalg", "DeviceMatrix", "LeanBlocks", "DevicePCG", "DeviceBiCGStab",
@@ -117,10 +118,13 @@ class DeviceLinalg:
         A scalar CSR product without dots, or y = A x with w·y (and y·y), runs a lean kernel
         (``csr_spmv``, ``csr_spmv_dot``; the same bits); a BCSR 3×3 matrix with
         :attr:`DeviceMatrix.lean_blocks` runs ``bsr3_lean_spmv`` (the same bits for finite x)."""
-        if a.bs == 1 and partial is None and self.lean:
-            self.launch(self.k.csr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.g, x,
-                        self.empty_f if b is None else b, y, mode, ctl)
+        if a.bs == 1 and partial is None and (self.lean or a.sliced):
+            self.launch(self.k.csr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.g,
+                        a.sliced, x, self.empty_f if b is None else b, y, mode, ctl)
             return 0
+        if a.sliced:
+            raise ValueError("DeviceLinalg.spmv: a sliced-ELL matrix has products without "
+                             "dot products only (csr_spmv)")
         if a.lean_blocks is not None:
             lb = a.lean_blocks
             self.launch(self.k.bsr3_lean_spmv, a.nrow * a.g, a.indptr, lb.cols, lb.values,
@@ -214,14 +218,27 @@ class DeviceMatrix:
         block partials hold rows of at most ``max_group`` threads)
     dtype : storage of ``data``: float64, or float32 (half the bytes per nonzero; the kernels
         promote each value to float64 before multiplying, so the arithmetic stays float64)
+    sliced : store a CSR matrix (bs = 1, host arrays) as sliced ELL for its ``g``
+        (:func:`~dycore.solvers.sliced.sliced_ell`): the same products, read coalesced; only
+        :meth:`DeviceLinalg.spmv` without dot products and the V-cycle's smoothing read it.
+        ``indptr`` / ``indices`` / ``data`` are then the slice pointers, columns and values.
     """
 
     def __init__(self, la, indptr, indices, data, bs: int = 1, g: int | None = None,
-                 dtype=np.float64):
+                 dtype=np.float64, sliced: bool = False):
+        nrow = int(indptr.shape[0]) - 1
+        if sliced:
+            if bs != 1 or not isinstance(indptr, np.ndarray):
+                raise ValueError("DeviceMatrix: sliced ELL is built from a scalar CSR matrix "
+                                 "on the host")
+            g = g if g is not None else row_group(indptr, la.max_group)
+            indptr, indices, data = sliced_ell(indptr, indices, np.asarray(data, dtype), g)
+        #: 1: stored as sliced ELL (:mod:`dycore.solvers.sliced`), 0: (block) CSR
+        self.sliced = int(bool(sliced))
         self.indptr = la.nb(la.b.as_device(indptr, np.int32))
         self.indices = la.nb(la.b.as_device(indices, np.int32))
         self.data = la.nb(la.b.as_device(data, dtype).reshape(-1))
-        self.nrow = int(self.indptr.shape[0]) - 1
+        self.nrow = nrow
         self.bs = bs
         self.n = self.nrow * bs
         if g is None and bs == 1:           # (the row lengths read on the host, once)
@@ -237,11 +254,12 @@ class DeviceMatrix:
         self.lean_blocks = None
 
     @classmethod
-    def from_scipy(cls, la, a, g: int | None = None, dtype=np.float64):
-        """From a SciPy CSR matrix (copied to the device once, values stored as ``dtype``)."""
+    def from_scipy(cls, la, a, g: int | None = None, dtype=np.float64, sliced: bool = False):
+        """From a SciPy CSR matrix (copied to the device once, values stored as ``dtype``;
+        ``sliced``: as sliced ELL)."""
         a = a.tocsr()
         a.sort_indices()
-        return cls(la, a.indptr, a.indices, a.data, 1, g, dtype)
+        return cls(la, a.indptr, a.indices, a.data, 1, g, dtype, sliced)
 
 
 class LeanBlocks:

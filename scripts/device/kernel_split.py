@@ -36,7 +36,7 @@ def record(out: str, argv: list[str]) -> None:
     """Run ``argv`` (``[python, script, args...]`` as mpiexec passes it, or ``[script,
     args...]``) with CUPTI kernel activity on; save the kernels at exit."""
     from cupti import cupti
-    starts, ends, ids, names = [], [], [], {}
+    starts, ends, ids, threads, names = [], [], [], [], {}
 
     def requested():
         return 8 * 1024 * 1024, 0
@@ -47,6 +47,7 @@ def record(out: str, argv: list[str]) -> None:
                 starts.append(a.start)
                 ends.append(a.end)
                 ids.append(names.setdefault(a.name, len(names)))
+                threads.append(getattr(a, "grid_x", 0) * getattr(a, "block_x", 0))
 
     cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
     cupti.activity_register_callbacks(requested, completed)
@@ -62,6 +63,7 @@ def record(out: str, argv: list[str]) -> None:
         rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))
         np.savez(f"{out}-{rank}.npz", start=np.array(starts, np.int64),
                  end=np.array(ends, np.int64), kernel=np.array(ids, np.int32),
+                 threads=np.array(threads, np.int64),
                  names=np.array(sorted(names, key=names.get), dtype=object))
         print(f"kernel_split: {len(starts)} kernels of rank {rank} in {out}-{rank}.npz",
               file=sys.stderr)
@@ -90,15 +92,20 @@ def _union(start, end) -> float:
     return total + (hi - lo if hi is not None else 0.0)
 
 
-def split(path: str, gap_ms: float = 2.0, segments: int = 2) -> tuple[int, list[dict]]:
+def split(path: str, gap_ms: float = 2.0, segments: int = 2,
+          by_launch: bool = False) -> tuple[int, list[dict]]:
     """The last ``segments`` pieces of a recording (kernels separated by more than ``gap_ms``
     of GPU idle). Returns (number of pieces, [{"span_ms", "busy_ms", "nccl_ms", "ours_ms",
     "nccl_kernels", "our_kernels", "by_kernel": {name: (calls, total ms)}}, ...]); busy
-    times are unions of kernel intervals (overlapping kernels count once)."""
+    times are unions of kernel intervals (overlapping kernels count once). With
+    ``by_launch`` a kernel's launches are told apart by their thread count (``name[threads]``:
+    one AMG level's calls from another's), where the recording has it."""
     z = np.load(path, allow_pickle=True)
     order = np.argsort(z["start"], kind="stable")
     s, e = z["start"][order].astype(float), z["end"][order].astype(float)
     names = [short_name(str(z["names"][k])) for k in z["kernel"][order]]
+    if by_launch and "threads" in z.files:
+        names = [f"{x}[{t}]" for x, t in zip(names, z["threads"][order])]
     reach = np.maximum.accumulate(e)
     cuts = np.flatnonzero(s[1:] - reach[:-1] > gap_ms * 1e6) + 1
     bounds = np.concatenate([[0], cuts, [s.size]]).astype(int)
@@ -120,9 +127,10 @@ def split(path: str, gap_ms: float = 2.0, segments: int = 2) -> tuple[int, list[
     return len(pieces), out
 
 
-def report(path: str, gap_ms: float = 2.0, segments: int = 2, top: int = 18) -> None:
+def report(path: str, gap_ms: float = 2.0, segments: int = 2, top: int = 18,
+           by_launch: bool = False) -> None:
     """Print :func:`split` of one recording."""
-    n, pieces = split(path, gap_ms, segments)
+    n, pieces = split(path, gap_ms, segments, by_launch)
     print(f"{path}: {n} pieces")
     for p in pieces:
         print(f"  piece: span {p['span_ms']:.2f} ms, busy {p['busy_ms']:.2f} ms, NCCL kernels "
@@ -144,12 +152,14 @@ def main(argv=None) -> int:
     rep.add_argument("--gap", type=float, default=2.0, help="idle ms that ends a piece")
     rep.add_argument("--segments", type=int, default=2)
     rep.add_argument("--top", type=int, default=18)
+    rep.add_argument("--by-launch", action="store_true",
+                     help="tell a kernel's launches apart by their thread count")
     args = p.parse_args(argv)
     if args.command == "record":
         record(args.out, args.program)
     else:
         for f in args.files:
-            report(f, args.gap, args.segments, args.top)
+            report(f, args.gap, args.segments, args.top, args.by_launch)
     return 0
 
 

@@ -13,6 +13,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dycore.backend.gpu import gpu_backend
+from dycore.parallel.overlap import split_rows
+from dycore.solvers import amg as amg_module
 from dycore.backend import solver_kernels as K
 from dycore.solvers.amg import (DeviceJacobi, DeviceVCycle, HostHierarchy, grouped_matvec,
                                 smoother_coefficients, vcycle_reference)
@@ -486,3 +488,56 @@ def test_bicgstab_over_lean_momentum_blocks_is_bitwise_the_full_solve(la):
     assert out[0][1] == out[1][1] > 3 and np.array_equal(out[0][0], out[1][0])
     a = sp.bsr_matrix((vals, pat.indices, pat.indptr), shape=a.shape)
     assert np.linalg.norm(b - a @ out[1][0]) <= 1e-10 * np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("g", [1, 2, 4])
+def test_sliced_csr_products_are_the_csr_products_bitwise(la, g):
+    """y = A x, b − A x and y + A x from a sliced-ELL matrix: the CSR kernel's bits (rows of 0
+    to 20 entries over several slices and blocks), float64 and float32 values."""
+    rng = np.random.default_rng(11)
+    a = sp.random(75, 60, density=0.15, random_state=12, format="csr")
+    a = sp.csr_matrix(a.toarray() * (np.arange(75) % 17 != 5)[:, None])   # some empty rows
+    a.sort_indices()
+    x, b = rng.standard_normal(60), rng.standard_normal(75)
+    for dtype in (np.float64, np.float32):
+        csr = DeviceMatrix.from_scipy(la, a, g=g, dtype=dtype)
+        ell = DeviceMatrix.from_scipy(la, a, g=g, dtype=dtype, sliced=True)
+        assert (csr.sliced, ell.sliced, ell.nrow, ell.n, ell.g) == (0, 1, 75, 75, g)
+        for mode in (0, 1, 2):
+            y0 = rng.standard_normal(75)
+            ys = []
+            for m in (csr, ell):
+                y = y0.copy()
+                la.spmv(m, x, y, mode=mode, b=b, ctl=_ctl())
+                ys.append(y)
+            assert np.array_equal(ys[0], ys[1]), (dtype, mode)
+        y = np.zeros(75)
+        la.spmv(ell, x, y, ctl=_ctl())
+        am = a.astype(dtype).astype(np.float64)
+        assert np.array_equal(y, grouped_matvec(am, x, g))
+    with pytest.raises(ValueError, match="sliced-ELL"):
+        la.spmv(ell, x, np.zeros(75), w=x, partial=np.zeros((la.nparts(ell), 2)), ctl=_ctl())
+    with pytest.raises(ValueError, match="sliced-ELL"):
+        split_rows(ell, 10)
+
+
+def test_vcycle_with_sliced_levels_gives_the_csr_cycles_bits(la, monkeypatch):
+    """Every level sliced (the size threshold lowered to 0): the same z and r·z partials as
+    the CSR levels and the NumPy twin, float64 and float32 levels."""
+    monkeypatch.setattr(amg_module, "SMALL_ROWS", 0)
+    lap = _laplacian(8)
+    a = (lap @ lap).tocsr()
+    h = HostHierarchy(a, "chebyshev", 2, max_coarse=10)
+    b = np.random.default_rng(13).standard_normal(a.shape[0])
+    for dtype, hh in ((np.float64, h), (np.float32, h.rounded(np.float32))):
+        out = []
+        for sliced in (False, True):
+            m = DeviceVCycle(la, h, dtype, sliced=sliced)
+            assert all(lev[k].sliced == sliced for lev in m.levels for k in "APR")
+            partial = np.zeros((m.nparts, 2))
+            out.append((m.issue(b, partial, _ctl()).copy(), partial.copy()))
+        assert np.array_equal(out[0][0], out[1][0]) and np.array_equal(out[0][1], out[1][1])
+        assert np.array_equal(out[1][0], vcycle_reference(hh, b, la.max_group))
+    monkeypatch.undo()
+    m = DeviceVCycle(la, h)                   # the default: levels of ≤ SMALL_ROWS rows in CSR
+    assert DeviceVCycle.SLICED and not any(lev["A"].sliced for lev in m.levels)

@@ -50,3 +50,16 @@ def test_short_names(ks):
     assert ks.short_name("_ZN6cudapy6dycore7backend13gpu_loops_gen15momentum_kernelB3v4") \
         == "momentum_kernel"
     assert ks.short_name("cupy_take") == "cupy_take"
+
+
+def test_by_launch_tells_levels_apart(ks, tmp_path):
+    # two smooth launches of 4,096 threads (10 and 12 µs) and one of 128 (3 µs) in one piece
+    f = tmp_path / "rec-0.npz"
+    np.savez(f, start=np.array([0, 20_000, 40_000]), end=np.array([10_000, 32_000, 43_000]),
+             kernel=np.array([0, 0, 0], np.int32), threads=np.array([4096, 4096, 128]),
+             names=np.array([SMOOTH], dtype=object))
+    _, (piece,) = ks.split(str(f), segments=1, by_launch=True)
+    assert piece["by_kernel"] == {"smooth[4096]": (2, pytest.approx(0.022)),
+                                  "smooth[128]": (1, pytest.approx(0.003))}
+    _, (piece,) = ks.split(str(f), segments=1)
+    assert piece["by_kernel"] == {"smooth": (3, pytest.approx(0.025))}
