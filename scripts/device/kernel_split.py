@@ -12,14 +12,17 @@ graphs are recorded node by node)::
 writes ``/tmp/split-two-<rank>.npz`` (the rank from ``OMPI_COMM_WORLD_RANK`` / ``PMI_RANK``)
 when the program exits. Report::
 
-    python3 scripts/device/kernel_split.py report /tmp/split-two-0.npz [--segments 2]
+    python3 scripts/device/kernel_split.py report /tmp/split-two-0.npz [--segments 2] \
+        [--by-launch]
 
 The kernel timeline is cut where the GPU idles for more than ``--gap`` ms (a step ends with a
 host read, and the host issues the next; 2 ms by default); for each of the last
 ``--segments`` pieces (a Picard iteration or a step) it prints the span, the GPU's busy time
 (the union of kernel intervals), the busy time of NCCL's kernels and of ours, and the kernels
 by total time (calls, ms, µs a call; numba's mangled names shortened to the Python function's
-name). The recording slows a step by about 5 % (133 against 127 ms, docs/performance.md).
+name; with ``--by-launch`` a kernel's launches are told apart by their thread count, e.g. the
+V-cycle's levels: ``smooth[393984]``). The recording slows a step by about 5 % (133 against
+127 ms, docs/performance.md).
 """
 from __future__ import annotations
 
