@@ -328,8 +328,8 @@ class DeviceVCycle:
         operator, so CG's convergence test is unchanged; only the preconditioner differs
         (by the rounding of its matrices, ~6e-8 relative).
     sliced : store the levels' A, P and R of more than
-        :data:`~dycore.solvers.krylov.SMALL_ROWS` rows as sliced ELL (:mod:`dycore.solvers.sliced`: the same bits, read coalesced).
-        None: :attr:`SLICED`.
+        :data:`~dycore.solvers.krylov.SMALL_ROWS` rows as sliced ELL
+        (:mod:`dycore.solvers.sliced`: the same bits, read coalesced). None: :attr:`SLICED`.
     """
 
     #: the default of ``sliced`` (a profiling switch)

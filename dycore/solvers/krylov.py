@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from dycore.backend import solver_kernels as K
-from dycore.solvers.sliced import sliced_ell
 from dycore.errors import SolverDivergedError
+from dycore.solvers.sliced import sliced_ell
 
 __all__ = ["DeviceLinalg", "DeviceMatrix", "LeanBlocks", "DevicePCG", "DeviceBiCGStab",
            "group_size", "row_group", "replay_budget", "MAX_GROUP", "SMALL_ROWS"]
@@ -119,6 +119,9 @@ class DeviceLinalg:
         (``csr_spmv``, ``csr_spmv_dot``; the same bits); a BCSR 3×3 matrix with
         :attr:`DeviceMatrix.lean_blocks` runs ``bsr3_lean_spmv`` (the same bits for finite x)."""
         if a.bs == 1 and partial is None and (self.lean or a.sliced):
+            if a.sliced and y.shape[0] != a.nrow:      # (the kernel takes nrow from y)
+                raise ValueError(f"DeviceLinalg.spmv: y has {y.shape[0]} entries, the "
+                                 f"sliced-ELL matrix {a.nrow} rows")
             self.launch(self.k.csr_spmv, a.nrow * a.g, a.indptr, a.indices, a.data, a.g,
                         a.sliced, x, self.empty_f if b is None else b, y, mode, ctl)
             return 0

@@ -519,6 +519,8 @@ def test_sliced_csr_products_are_the_csr_products_bitwise(la, g):
         la.spmv(ell, x, np.zeros(75), w=x, partial=np.zeros((la.nparts(ell), 2)), ctl=_ctl())
     with pytest.raises(ValueError, match="sliced-ELL"):
         split_rows(ell, 10)
+    with pytest.raises(ValueError, match="y has 74 entries"):
+        la.spmv(ell, x, np.zeros(74), ctl=_ctl())
 
 
 def test_vcycle_with_sliced_levels_gives_the_csr_cycles_bits(la, monkeypatch):
