@@ -22,10 +22,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["SLICE", "sliced_ell"]
+# threads of one slice: a warp (a row's ``g`` threads never straddle one, as g divides 32);
+# the kernels' constant, so that the layout and its reader cannot disagree
+from dycore.backend.solver_kernels import SLICE
 
-#: threads of one slice: a warp (a row's ``g`` threads never straddle one, as g divides 32)
-SLICE = 32
+__all__ = ["SLICE", "sliced_ell"]
 
 
 def sliced_ell(indptr, indices, data, g: int):
